@@ -1,0 +1,230 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// LocalDevice is the device ID under which this node's own file records are
+// stored. Using "" rather than the node's device ID keeps the index valid if
+// the identity is ever replaced, and no peer's canonical ID is empty.
+const LocalDevice = ""
+
+// FileType is the kind of a file record.
+type FileType string
+
+// The file types.
+const (
+	TypeFile    FileType = "file"
+	TypeDir     FileType = "dir"
+	TypeSymlink FileType = "symlink"
+)
+
+// Valid reports whether t is one of the file types.
+func (t FileType) Valid() bool {
+	return t == TypeFile || t == TypeDir || t == TypeSymlink
+}
+
+// FileRecord is one device's record of one file in a folder. Version and
+// Chunks are encoded by sync/index; this package stores them as opaque
+// bytes.
+type FileRecord struct {
+	// Name is the folder-relative name; not empty.
+	Name string
+	Type FileType
+	// Size is not negative.
+	Size int64
+	Mode uint32
+	// ModTime must be representable as int64 unix nanoseconds (years 1678
+	// to 2262); it is read back in UTC with full precision.
+	ModTime  time.Time
+	Deleted  bool
+	Version  []byte
+	Chunks   []byte
+	Sequence int64
+}
+
+// Earliest and latest times int64 nanoseconds since 1970 can hold.
+var (
+	minModTime = time.Unix(0, math.MinInt64)
+	maxModTime = time.Unix(0, math.MaxInt64)
+)
+
+// check returns why r cannot be stored, or nil.
+func (r *FileRecord) check() error {
+	switch {
+	case r.Name == "":
+		return errors.New("empty name")
+	case !r.Type.Valid():
+		return fmt.Errorf("type %q is not file, dir or symlink", r.Type)
+	case r.Size < 0:
+		return fmt.Errorf("negative size %d", r.Size)
+	case r.Sequence < 0:
+		return fmt.Errorf("negative sequence %d", r.Sequence)
+	case r.ModTime.Before(minModTime) || r.ModTime.After(maxModTime):
+		return fmt.Errorf("modification time %v is out of range", r.ModTime)
+	}
+	return nil
+}
+
+// PutFiles stores recs as deviceID's records in the folder, in one
+// transaction: all of them or none. A record replaces the device's record
+// of the same name; a name repeated within recs ends with its last record.
+// An unknown folder or an invalid record fails with ErrConstraint.
+func (db *DB) PutFiles(ctx context.Context, folderID, deviceID string, recs []FileRecord) error {
+	for i := range recs {
+		if err := recs[i].check(); err != nil {
+			return fmt.Errorf("putting files in folder %q: record %q: %w: %w", folderID, recs[i].Name, ErrConstraint, err)
+		}
+	}
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, "folders", folderID); err != nil {
+			return fmt.Errorf("%w: unknown folder", ErrConstraint)
+		}
+		stmt, err := tx.PrepareContext(ctx, `
+			INSERT INTO files (folder_id, device_id, name, type, size, mode, mtime_ns,
+				deleted, version, chunks, sequence)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (folder_id, device_id, name) DO UPDATE SET
+				type = excluded.type, size = excluded.size, mode = excluded.mode,
+				mtime_ns = excluded.mtime_ns, deleted = excluded.deleted,
+				version = excluded.version, chunks = excluded.chunks,
+				sequence = excluded.sequence`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i := range recs {
+			r := &recs[i]
+			_, err := stmt.ExecContext(ctx, folderID, deviceID, r.Name, string(r.Type), r.Size,
+				int64(r.Mode), r.ModTime.UnixNano(), boolInt(r.Deleted),
+				nonNil(r.Version), nonNil(r.Chunks), r.Sequence)
+			if err != nil {
+				return fmt.Errorf("record %q: %w", r.Name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("putting files of device %q in folder %q: %w", deviceID, folderID, err)
+	}
+	return nil
+}
+
+// nonNil returns b, or an empty slice for nil: the driver would bind nil as
+// NULL, which the NOT NULL blob columns refuse.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+const fileColumns = "name, type, size, mode, mtime_ns, deleted, version, chunks, sequence"
+
+// scanFile reads fileColumns, followed by any extra destinations.
+func scanFile(row interface{ Scan(...any) error }, extra ...any) (FileRecord, error) {
+	var (
+		r        FileRecord
+		typ      string
+		mode, ns int64
+		deleted  int
+	)
+	dest := append([]any{&r.Name, &typ, &r.Size, &mode, &ns, &deleted, &r.Version, &r.Chunks, &r.Sequence}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return FileRecord{}, err
+	}
+	r.Type, r.Mode, r.Deleted = FileType(typ), uint32(mode), deleted != 0
+	r.ModTime = time.Unix(0, ns).UTC()
+	return r, nil
+}
+
+// File returns deviceID's record of name in the folder, or ErrNotFound.
+func (db *DB) File(ctx context.Context, folderID, deviceID, name string) (FileRecord, error) {
+	row := db.sql.QueryRowContext(ctx, "SELECT "+fileColumns+
+		" FROM files WHERE folder_id = ? AND device_id = ? AND name = ?", folderID, deviceID, name)
+	r, err := scanFile(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return FileRecord{}, fmt.Errorf("file %q of device %q in folder %q: %w", name, deviceID, folderID, ErrNotFound)
+	}
+	if err != nil {
+		return FileRecord{}, fmt.Errorf("reading file %q of device %q in folder %q: %w", name, deviceID, folderID, err)
+	}
+	return r, nil
+}
+
+// filePage is how many records FilesSince reads per statement.
+const filePage = 1000
+
+// FilesSince calls fn for each of deviceID's records in the folder whose
+// Sequence is greater than after, in ascending Sequence order (equal sequences in a stable order). An unknown folder simply has no records.
+//
+// Records are read in pages, each a consistent snapshot, and no statement
+// is open while fn runs, so fn may use db, writes included. A record
+// written during the iteration is seen if its new sequence lies ahead of
+// the iteration, and is not seen twice otherwise. If fn returns an error,
+// the iteration stops and FilesSince returns that error unwrapped.
+func (db *DB) FilesSince(ctx context.Context, folderID, deviceID string, after int64, fn func(FileRecord) error) error {
+	seq, rowid := after, int64(math.MaxInt64)
+	for {
+		page, lastRowid, err := db.filePage(ctx, folderID, deviceID, seq, rowid)
+		if err != nil {
+			return fmt.Errorf("listing files of device %q in folder %q: %w", deviceID, folderID, err)
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < filePage {
+			return nil
+		}
+		seq, rowid = page[len(page)-1].Sequence, lastRowid
+	}
+}
+
+// filePageQuery selects a page of FilesSince.
+const filePageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
+	" WHERE folder_id = ? AND device_id = ? AND (sequence, rowid) > (?, ?)" +
+	" ORDER BY sequence, rowid LIMIT ?"
+
+// filePage reads up to filePage records ordered by (sequence, rowid) that
+// come after (seq, rowid), and returns the rowid of the last one. The
+// files_sequence index holds exactly that order (an index ends with the
+// rowid), so each page is a range scan, not a sort.
+func (db *DB) filePage(ctx context.Context, folderID, deviceID string, seq, rowid int64) ([]FileRecord, int64, error) {
+	rows, err := db.sql.QueryContext(ctx, filePageQuery, folderID, deviceID, seq, rowid, filePage)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var (
+		page []FileRecord
+		last int64
+	)
+	for rows.Next() {
+		r, err := scanFile(rows, &last)
+		if err != nil {
+			return nil, 0, err
+		}
+		page = append(page, r)
+	}
+	return page, last, rows.Err()
+}
+
+// MaxSequence returns the highest Sequence among deviceID's records in the
+// folder, or 0 when it has none.
+func (db *DB) MaxSequence(ctx context.Context, folderID, deviceID string) (int64, error) {
+	var seq int64
+	err := db.sql.QueryRowContext(ctx,
+		"SELECT coalesce(max(sequence), 0) FROM files WHERE folder_id = ? AND device_id = ?",
+		folderID, deviceID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("reading highest sequence of device %q in folder %q: %w", deviceID, folderID, err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,83 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// PendingFolder is a folder a known device offered that this node does not
+// have.
+type PendingFolder struct {
+	DeviceID  string
+	FolderID  string
+	Label     string
+	FirstSeen time.Time
+}
+
+// AddPendingFolder records that a known device offers a folder. For an
+// offer already recorded it keeps first_seen and updates the label. A zero
+// FirstSeen means now. An unknown device fails with ErrConstraint.
+func (db *DB) AddPendingFolder(ctx context.Context, p PendingFolder) error {
+	if p.FolderID == "" {
+		return fmt.Errorf("adding pending folder: %w: empty folder ID", ErrConstraint)
+	}
+	first := p.FirstSeen
+	if first.IsZero() {
+		first = time.Now()
+	}
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		if err := exists(ctx, tx, "devices", p.DeviceID); err != nil {
+			return fmt.Errorf("%w: unknown device", ErrConstraint)
+		}
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO pending_folders (device_id, folder_id, label, first_seen)
+			VALUES (?, ?, ?, ?)
+			ON CONFLICT (device_id, folder_id) DO UPDATE SET label = excluded.label`,
+			p.DeviceID, p.FolderID, p.Label, nanos(first))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("adding folder %q offered by device %q: %w", p.FolderID, p.DeviceID, err)
+	}
+	return nil
+}
+
+// PendingFolders returns every pending offer, ordered by folder ID and then
+// device ID.
+func (db *DB) PendingFolders(ctx context.Context) ([]PendingFolder, error) {
+	rows, err := db.sql.QueryContext(ctx, `SELECT device_id, folder_id, label, first_seen
+		FROM pending_folders ORDER BY folder_id, device_id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing pending folders: %w", err)
+	}
+	defer rows.Close()
+	var out []PendingFolder
+	for rows.Next() {
+		var p PendingFolder
+		var first int64
+		if err := rows.Scan(&p.DeviceID, &p.FolderID, &p.Label, &first); err != nil {
+			return nil, fmt.Errorf("listing pending folders: %w", err)
+		}
+		p.FirstSeen = fromNanos(first)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing pending folders: %w", err)
+	}
+	return out, nil
+}
+
+// RemovePendingFolder forgets the device's offer of the folder, or returns
+// ErrNotFound.
+func (db *DB) RemovePendingFolder(ctx context.Context, deviceID, folderID string) error {
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		return mustAffect(tx.ExecContext(ctx,
+			"DELETE FROM pending_folders WHERE device_id = ? AND folder_id = ?", deviceID, folderID))
+	})
+	if err != nil {
+		return fmt.Errorf("removing folder %q offered by device %q: %w", folderID, deviceID, err)
+	}
+	return nil
+}
