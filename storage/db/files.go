@@ -46,6 +46,14 @@ type FileRecord struct {
 	Version  []byte
 	Chunks   []byte
 	Sequence int64
+	// Target is a symlink's target.
+	Target string
+	// ModifiedBy is the short ID of the device that made the version; Inode
+	// and Flags are local details. All three are opaque here (stored as
+	// their int64 bit pattern).
+	ModifiedBy uint64
+	Inode      uint64
+	Flags      uint32
 }
 
 // Earliest and latest times int64 nanoseconds since 1970 can hold.
@@ -87,13 +95,15 @@ func (db *DB) PutFiles(ctx context.Context, folderID, deviceID string, recs []Fi
 		}
 		stmt, err := tx.PrepareContext(ctx, `
 			INSERT INTO files (folder_id, device_id, name, type, size, mode, mtime_ns,
-				deleted, version, chunks, sequence)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				deleted, version, chunks, sequence, target, modified_by, inode, flags)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (folder_id, device_id, name) DO UPDATE SET
 				type = excluded.type, size = excluded.size, mode = excluded.mode,
 				mtime_ns = excluded.mtime_ns, deleted = excluded.deleted,
 				version = excluded.version, chunks = excluded.chunks,
-				sequence = excluded.sequence`)
+				sequence = excluded.sequence, target = excluded.target,
+				modified_by = excluded.modified_by, inode = excluded.inode,
+				flags = excluded.flags`)
 		if err != nil {
 			return err
 		}
@@ -102,7 +112,8 @@ func (db *DB) PutFiles(ctx context.Context, folderID, deviceID string, recs []Fi
 			r := &recs[i]
 			_, err := stmt.ExecContext(ctx, folderID, deviceID, r.Name, string(r.Type), r.Size,
 				int64(r.Mode), r.ModTime.UnixNano(), boolInt(r.Deleted),
-				nonNil(r.Version), nonNil(r.Chunks), r.Sequence)
+				nonNil(r.Version), nonNil(r.Chunks), r.Sequence, r.Target,
+				int64(r.ModifiedBy), int64(r.Inode), int64(r.Flags))
 			if err != nil {
 				return fmt.Errorf("record %q: %w", r.Name, err)
 			}
@@ -124,7 +135,7 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-const fileColumns = "name, type, size, mode, mtime_ns, deleted, version, chunks, sequence"
+const fileColumns = "name, type, size, mode, mtime_ns, deleted, version, chunks, sequence, target, modified_by, inode, flags"
 
 // scanFile reads fileColumns, followed by any extra destinations.
 func scanFile(row interface{ Scan(...any) error }, extra ...any) (FileRecord, error) {
@@ -133,12 +144,16 @@ func scanFile(row interface{ Scan(...any) error }, extra ...any) (FileRecord, er
 		typ      string
 		mode, ns int64
 		deleted  int
+		by, ino  int64
+		flags    int64
 	)
-	dest := append([]any{&r.Name, &typ, &r.Size, &mode, &ns, &deleted, &r.Version, &r.Chunks, &r.Sequence}, extra...)
+	dest := append([]any{&r.Name, &typ, &r.Size, &mode, &ns, &deleted, &r.Version, &r.Chunks, &r.Sequence,
+		&r.Target, &by, &ino, &flags}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return FileRecord{}, err
 	}
 	r.Type, r.Mode, r.Deleted = FileType(typ), uint32(mode), deleted != 0
+	r.ModifiedBy, r.Inode, r.Flags = uint64(by), uint64(ino), uint32(flags)
 	r.ModTime = time.Unix(0, ns).UTC()
 	return r, nil
 }
@@ -227,4 +242,30 @@ func (db *DB) MaxSequence(ctx context.Context, folderID, deviceID string) (int64
 		return 0, fmt.Errorf("reading highest sequence of device %q in folder %q: %w", deviceID, folderID, err)
 	}
 	return seq, nil
+}
+
+// FileDevices lists the devices that have records in the folder, the local
+// device ("") included when it has any.
+func (db *DB) FileDevices(ctx context.Context, folderID string) ([]string, error) {
+	out, err := db.column(ctx, "SELECT DISTINCT device_id FROM files WHERE folder_id = ? ORDER BY device_id", folderID)
+	if errors.Is(err, ErrNotFound) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing devices with files in folder %q: %w", folderID, err)
+	}
+	return out, nil
+}
+
+// DeleteFiles drops all of deviceID's records in the folder: a peer whose
+// index must be fetched again from scratch.
+func (db *DB) DeleteFiles(ctx context.Context, folderID, deviceID string) error {
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM files WHERE folder_id = ? AND device_id = ?", folderID, deviceID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting files of device %q in folder %q: %w", deviceID, folderID, err)
+	}
+	return nil
 }

@@ -321,3 +321,41 @@ func FuzzFileRecord(f *testing.F) {
 		}
 	})
 }
+
+func TestFileDetailsAndDeviceLists(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	if err := db.PutFolder(ctx, Folder{ID: "f", Path: "/x", Type: SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	rec := FileRecord{Name: "link", Type: TypeSymlink, Target: "../t", ModifiedBy: 1 << 63, Inode: ^uint64(0), Flags: 3, Version: []byte{1}, ModTime: time.Unix(1, 0)}
+	if err := db.PutFiles(ctx, "f", "PEER", []FileRecord{rec}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutFiles(ctx, "f", LocalDevice, []FileRecord{{Name: "a", Type: TypeFile, ModTime: time.Unix(1, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.File(ctx, "f", "PEER", "link")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Target != rec.Target || got.ModifiedBy != rec.ModifiedBy || got.Inode != rec.Inode || got.Flags != 3 {
+		t.Fatalf("details lost: %+v", got)
+	}
+	if devs, err := db.FileDevices(ctx, "none"); err != nil || len(devs) != 0 {
+		t.Fatalf("FileDevices of an empty folder: %q %v", devs, err)
+	}
+	devs, err := db.FileDevices(ctx, "f")
+	if err != nil || len(devs) != 2 || devs[0] != LocalDevice || devs[1] != "PEER" {
+		t.Fatalf("FileDevices: %q %v", devs, err)
+	}
+	if err := db.DeleteFiles(ctx, "f", "PEER"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.File(ctx, "f", "PEER", "link"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after DeleteFiles: %v", err)
+	}
+	if _, err := db.File(ctx, "f", LocalDevice, "a"); err != nil {
+		t.Fatalf("DeleteFiles touched another device: %v", err)
+	}
+}
