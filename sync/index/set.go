@@ -1,0 +1,391 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+)
+
+// Store persists records; *db.DB is one.
+type Store interface {
+	PutFiles(ctx context.Context, folderID, deviceID string, recs []db.FileRecord) error
+	FilesSince(ctx context.Context, folderID, deviceID string, after int64, fn func(db.FileRecord) error) error
+	FileDevices(ctx context.Context, folderID string) ([]string, error)
+	DeleteFiles(ctx context.Context, folderID, deviceID string) error
+}
+
+// Set is one folder's records from every device: this node's own (local)
+// and each peer's, held in memory and written through to a Store. It
+// answers what the global version of each file is and what this node
+// needs. Safe for concurrent use.
+type Set struct {
+	folder string
+	store  Store
+
+	mu       sync.RWMutex
+	local    map[string]*Record
+	remote   map[crypt.DeviceID]map[string]*Record
+	localSeq int64
+}
+
+// Load reads a folder's records from store.
+func Load(ctx context.Context, store Store, folder string) (*Set, error) {
+	s := &Set{folder: folder, store: store, local: map[string]*Record{}, remote: map[crypt.DeviceID]map[string]*Record{}}
+	devs, err := store.FileDevices(ctx, folder)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range devs {
+		m := map[string]*Record{}
+		if d == db.LocalDevice {
+			m = s.local
+		} else {
+			id, err := crypt.ParseDeviceID(d)
+			if err != nil {
+				return nil, fmt.Errorf("folder %s: records of bad device %q: %w", folder, d, err)
+			}
+			s.remote[id] = m
+		}
+		err := store.FilesSince(ctx, folder, d, -1, func(f db.FileRecord) error {
+			r, err := fromDB(f)
+			if err != nil {
+				return fmt.Errorf("record %q of device %q: %w", f.Name, d, err)
+			}
+			m[r.Name] = &r
+			if d == db.LocalDevice {
+				s.localSeq = max(s.localSeq, r.Sequence)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("loading folder %s: %w", folder, err)
+		}
+	}
+	return s, nil
+}
+
+// Local returns the local record of name.
+func (s *Set) Local(name string) (Record, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.local[name]
+	if !ok {
+		return Record{}, false
+	}
+	return *r, true
+}
+
+// EachLocal calls fn for every local record that is not deleted, in name
+// order. fn must not call back into s for writing.
+func (s *Set) EachLocal(fn func(Record) error) error {
+	s.mu.RLock()
+	recs := make([]*Record, 0, len(s.local))
+	for _, r := range s.local {
+		if !r.Deleted {
+			recs = append(recs, r)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+	for _, r := range recs {
+		if err := fn(*r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LocalSequence is the highest sequence of the local records.
+func (s *Set) LocalSequence() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.localSeq
+}
+
+// UpdateLocal stores new local records, giving each the next sequence
+// number, and returns them as stored.
+func (s *Set) UpdateLocal(ctx context.Context, recs []Record) ([]Record, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Record, len(recs))
+	rows := make([]db.FileRecord, len(recs))
+	seq := s.localSeq
+	for i, r := range recs {
+		seq++
+		r.Sequence = seq
+		out[i] = r
+		rows[i] = toDB(&out[i])
+	}
+	if err := s.store.PutFiles(ctx, s.folder, db.LocalDevice, rows); err != nil {
+		return nil, err
+	}
+	s.localSeq = seq
+	for i := range out {
+		r := out[i]
+		s.local[r.Name] = &r
+	}
+	return out, nil
+}
+
+// UpdateRemote stores a peer's records. The peer's sequences are kept as
+// sent.
+func (s *Set) UpdateRemote(ctx context.Context, dev crypt.DeviceID, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	rows := make([]db.FileRecord, len(recs))
+	for i := range recs {
+		rows[i] = toDB(&recs[i])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.store.PutFiles(ctx, s.folder, dev.String(), rows); err != nil {
+		return err
+	}
+	m := s.remote[dev]
+	if m == nil {
+		m = map[string]*Record{}
+		s.remote[dev] = m
+	}
+	for i := range recs {
+		r := recs[i]
+		m[r.Name] = &r
+	}
+	return nil
+}
+
+// DropRemote forgets all of a peer's records (its index will be sent again
+// from the start).
+func (s *Set) DropRemote(ctx context.Context, dev crypt.DeviceID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.store.DeleteFiles(ctx, s.folder, dev.String()); err != nil {
+		return err
+	}
+	delete(s.remote, dev)
+	return nil
+}
+
+// RemoteSequence is the highest sequence of dev's records this node has.
+func (s *Set) RemoteSequence(dev crypt.DeviceID) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var seq int64
+	for _, r := range s.remote[dev] {
+		seq = max(seq, r.Sequence)
+	}
+	return seq
+}
+
+// LocalSince returns the local records with a sequence above seq, in
+// sequence order, leaving out FlagLocalOnly records (never announced).
+func (s *Set) LocalSince(seq int64) []Record {
+	s.mu.RLock()
+	var out []Record
+	for _, r := range s.local {
+		if r.Sequence > seq && r.Flags&FlagLocalOnly == 0 {
+			out = append(out, *r)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Sequence < out[j].Sequence })
+	return out
+}
+
+// global returns the winning record of name among all devices, counting the
+// local record unless it is local-only. Callers hold mu.
+func (s *Set) global(name string) *Record {
+	var g *Record
+	if r, ok := s.local[name]; ok && r.Flags&FlagLocalOnly == 0 {
+		g = r
+	}
+	for _, m := range s.remote {
+		if r, ok := m[name]; ok && (g == nil || r.Wins(g)) {
+			g = r
+		}
+	}
+	return g
+}
+
+// Global returns the global version of name.
+func (s *Set) Global(name string) (Record, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.global(name)
+	if g == nil {
+		return Record{}, false
+	}
+	return *g, true
+}
+
+// Has lists the peers whose record of name has exactly version v: the
+// devices that can serve its content.
+func (s *Set) Has(name string, v Vector) []crypt.DeviceID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []crypt.DeviceID
+	for dev, m := range s.remote {
+		if r, ok := m[name]; ok && !r.Deleted && r.Version.Compare(v) == Equal {
+			out = append(out, dev)
+		}
+	}
+	return out
+}
+
+// needs reports whether the local record must become g.
+func needs(local, g *Record) bool {
+	if g == nil {
+		return false
+	}
+	if local == nil {
+		return !g.Deleted
+	}
+	if local == g {
+		return false
+	}
+	return g.Version.Compare(local.Version) != Equal && g.Wins(local)
+}
+
+// Need returns the global records this node needs, in pull order:
+// directories first (parents before children), then files and symlinks,
+// then deletions (children before parents).
+func (s *Set) Need() []Record {
+	s.mu.RLock()
+	var out []Record
+	seen := map[string]bool{}
+	visit := func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		g := s.global(name)
+		if needs(s.local[name], g) {
+			out = append(out, *g)
+		}
+	}
+	for _, m := range s.remote {
+		for name := range m {
+			visit(name)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return pullBefore(&out[i], &out[j]) })
+	return out
+}
+
+func pullRank(r *Record) int {
+	switch {
+	case r.Deleted:
+		return 2
+	case r.Type == Dir:
+		return 0
+	}
+	return 1
+}
+
+func pullBefore(a, b *Record) bool {
+	ra, rb := pullRank(a), pullRank(b)
+	if ra != rb {
+		return ra < rb
+	}
+	if ra == 2 {
+		// Deeper names first, so a directory is emptied before it goes.
+		da, db := strings.Count(a.Name, "/"), strings.Count(b.Name, "/")
+		if da != db {
+			return da > db
+		}
+	}
+	return a.Name < b.Name
+}
+
+// Counts summarises a folder for status reports.
+type Counts struct {
+	LocalFiles, LocalBytes   int64
+	GlobalFiles, GlobalBytes int64
+	NeedFiles, NeedBytes     int64
+}
+
+// Counts computes the folder's counts. Files count regular files,
+// directories and symlinks that are not deleted.
+func (s *Set) Counts() Counts {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var c Counts
+	for _, r := range s.local {
+		if !r.Deleted {
+			c.LocalFiles++
+			c.LocalBytes += r.Size
+		}
+	}
+	names := map[string]bool{}
+	for n := range s.local {
+		names[n] = true
+	}
+	for _, m := range s.remote {
+		for n := range m {
+			names[n] = true
+		}
+	}
+	for n := range names {
+		g := s.global(n)
+		if g == nil {
+			continue
+		}
+		if !g.Deleted {
+			c.GlobalFiles++
+			c.GlobalBytes += g.Size
+		}
+		if needs(s.local[n], g) {
+			c.NeedFiles++
+			if !g.Deleted {
+				c.NeedBytes += g.Size
+			}
+		}
+	}
+	return c
+}
+
+// Completion is the percentage of the global bytes (and files, for an
+// empty folder) that dev has at the global version.
+func (s *Set) Completion(dev crypt.DeviceID) float64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.remote[dev]
+	names := map[string]bool{}
+	for n := range s.local {
+		names[n] = true
+	}
+	for _, rm := range s.remote {
+		for n := range rm {
+			names[n] = true
+		}
+	}
+	var total, have, files, haveFiles int64
+	for n := range names {
+		g := s.global(n)
+		if g == nil || g.Deleted {
+			continue
+		}
+		files++
+		total += g.Size
+		if r, ok := m[n]; ok && r.Version.Compare(g.Version) == Equal {
+			haveFiles++
+			have += g.Size
+		}
+	}
+	switch {
+	case total > 0:
+		return 100 * float64(have) / float64(total)
+	case files > 0:
+		return 100 * float64(haveFiles) / float64(files)
+	}
+	return 100
+}

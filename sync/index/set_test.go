@@ -1,0 +1,127 @@
+package index
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"lockstep/chunk"
+	"lockstep/crypt"
+	"lockstep/storage/db"
+)
+
+func openSet(t *testing.T) (*db.DB, *Set) {
+	t.Helper()
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx := context.Background()
+	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: "/f", Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(ctx, d, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, s
+}
+
+var (
+	devA = crypt.DeviceID{1}
+	devB = crypt.DeviceID{2}
+)
+
+func TestSetNeedAndPersistence(t *testing.T) {
+	ctx := context.Background()
+	d, s := openSet(t)
+	local := []Record{
+		{Name: "same", Size: 1, Version: Vector{{10, 1}}, ModifiedBy: 10},
+		{Name: "old", Size: 2, Version: Vector{{10, 1}}, ModifiedBy: 10},
+		{Name: "mine", Size: 3, Version: Vector{{10, 2}}, ModifiedBy: 10},
+		{Name: "ro", Size: 4, Version: Vector{{10, 1}}, Flags: FlagLocalOnly},
+	}
+	stored, err := s.UpdateLocal(ctx, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored[3].Sequence != 4 || s.LocalSequence() != 4 {
+		t.Fatalf("sequences: %+v", stored)
+	}
+	remote := []Record{
+		{Name: "same", Size: 1, Version: Vector{{10, 1}}, Sequence: 1},
+		{Name: "old", Size: 5, Version: Vector{{10, 1}, {20, 1}}, Sequence: 2, Blocks: []Block{{Size: 5, Hash: chunk.HashOf([]byte("hello"))}}},
+		{Name: "mine", Size: 6, Version: Vector{{10, 1}}, Sequence: 3},
+		{Name: "new/dir", Type: Dir, Version: Vector{{20, 1}}, Sequence: 4},
+		{Name: "gone", Deleted: true, Version: Vector{{20, 2}}, Sequence: 5},
+		{Name: "new", Type: Dir, Version: Vector{{20, 1}}, Sequence: 6},
+	}
+	if err := s.UpdateRemote(ctx, devA, remote); err != nil {
+		t.Fatal(err)
+	}
+	need := s.Need()
+	var names []string
+	for _, r := range need {
+		names = append(names, r.Name)
+	}
+	want := []string{"new", "new/dir", "old"}
+	if len(names) != len(want) {
+		t.Fatalf("need %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("need %v, want %v (dirs first, parents first)", names, want)
+		}
+	}
+	if got := s.LocalSince(0); len(got) != 3 {
+		t.Fatalf("LocalSince left in a local-only record: %d records", len(got))
+	}
+	if has := s.Has("old", remote[1].Version); len(has) != 1 || has[0] != devA {
+		t.Fatalf("Has: %v", has)
+	}
+	if s.RemoteSequence(devA) != 6 {
+		t.Fatalf("remote sequence %d", s.RemoteSequence(devA))
+	}
+	c := s.Counts()
+	if c.NeedFiles != 3 || c.LocalFiles != 4 {
+		t.Fatalf("counts %+v", c)
+	}
+
+	// A reload from the database gives the same answers.
+	s2, err := Load(ctx, d, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s2.Need()) != 3 || s2.LocalSequence() != 4 || s2.RemoteSequence(devA) != 6 {
+		t.Fatalf("reloaded set differs: need %d seq %d", len(s2.Need()), s2.LocalSequence())
+	}
+	r, ok := s2.Global("old")
+	if !ok || r.Size != 5 || len(r.Blocks) != 1 || r.Blocks[0].Hash != chunk.HashOf([]byte("hello")) {
+		t.Fatalf("reloaded global: %+v", r)
+	}
+
+	if err := s2.DropRemote(ctx, devA); err != nil {
+		t.Fatal(err)
+	}
+	if len(s2.Need()) != 0 {
+		t.Fatal("need survived dropping the only peer")
+	}
+}
+
+func TestDeletionsOrderedDeepestFirst(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	base := Vector{{10, 1}}
+	s.UpdateLocal(ctx, []Record{{Name: "a", Type: Dir, Version: base}, {Name: "a/b", Type: Dir, Version: base}, {Name: "a/b/c", Version: base}})
+	up := base.Update(20, 0)
+	s.UpdateRemote(ctx, devB, []Record{
+		{Name: "a", Type: Dir, Deleted: true, Version: up, Sequence: 1},
+		{Name: "a/b", Type: Dir, Deleted: true, Version: up, Sequence: 2},
+		{Name: "a/b/c", Deleted: true, Version: up, Sequence: 3},
+	})
+	need := s.Need()
+	if len(need) != 3 || need[0].Name != "a/b/c" || need[1].Name != "a/b" || need[2].Name != "a" {
+		t.Fatalf("deletion order: %+v", need)
+	}
+}
