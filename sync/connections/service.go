@@ -1,0 +1,334 @@
+// Package connections keeps one authenticated TLS connection to every known
+// device that can be reached: it listens for incoming connections, dials the
+// addresses it knows for each device with backoff, records devices that are
+// not trusted as pending, and hands each established connection to a Handler
+// that runs it until it ends.
+//
+// Invariants:
+//   - A connection is handed to the Handler only after a TLS 1.3 handshake in
+//     which the peer proved the key of a trusted device.
+//   - At most one connection per device is live. When both sides dial at
+//     once, both keep the connection dialed by the device with the smaller ID,
+//     so they agree without talking; a newer connection in the same direction
+//     replaces an older one (the old one is probably dead after a restart).
+//   - No goroutine outlives Serve's context.
+package connections
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"lockstep/crypt"
+)
+
+// Handler runs an established connection. ServeConn returns when the
+// connection ends or ctx is canceled; the service then closes it.
+type Handler interface {
+	ServeConn(ctx context.Context, c *Conn) error
+}
+
+// Registry is what the service needs to know about devices. Implementations
+// must be safe for concurrent use.
+type Registry interface {
+	// Peers lists the trusted devices with the addresses to dial for them.
+	Peers(ctx context.Context) ([]Peer, error)
+	// Pending records a device that tried to connect but is not trusted.
+	Pending(ctx context.Context, id crypt.DeviceID, addr string) error
+	// Seen records that a device was connected at t.
+	Seen(ctx context.Context, id crypt.DeviceID, t time.Time) error
+}
+
+// Peer is a trusted device and the addresses to dial for it.
+type Peer struct {
+	ID        crypt.DeviceID
+	Addresses []string // tcp://host:port; "dynamic" entries are skipped here
+}
+
+// Conn is an established, authenticated connection to a device.
+type Conn struct {
+	*tls.Conn
+	ID     crypt.DeviceID
+	Addr   string // remote address
+	Dialed bool   // true when this node dialed
+	Since  time.Time
+
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *Conn) close() {
+	c.once.Do(func() {
+		c.Conn.Close()
+		close(c.done)
+	})
+}
+
+// Info describes a live connection for status reports.
+type Info struct {
+	ID     crypt.DeviceID
+	Addr   string
+	Dialed bool
+	Since  time.Time
+}
+
+// Config configures a Service.
+type Config struct {
+	Identity *crypt.Identity
+	Registry Registry
+	Handler  Handler
+	Listen   []string // tcp://host:port
+	Logger   *slog.Logger
+	// HandshakeTimeout bounds the TLS handshake; default 10 s.
+	HandshakeTimeout time.Duration
+	// MaxBackoff caps the delay between dials of one device; default 60 s.
+	MaxBackoff time.Duration
+	// RefreshInterval is how often the device list is reloaded even without
+	// Reload calls; default 30 s.
+	RefreshInterval time.Duration
+}
+
+// Service is the connection service. Create it with New, start it with
+// Serve.
+type Service struct {
+	cfg       Config
+	log       *slog.Logger
+	listeners []net.Listener
+	reload    chan struct{}
+	connWG    sync.WaitGroup // handshakes and running connections
+
+	mu      sync.Mutex
+	trusted map[crypt.DeviceID]Peer
+	conns   map[crypt.DeviceID]*Conn
+	changed chan struct{} // closed and replaced on every connect/disconnect
+}
+
+// New binds the listeners (so the actual ports are known before Serve) and
+// returns the service.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Identity == nil || cfg.Registry == nil || cfg.Handler == nil {
+		return nil, errors.New("connections: identity, registry and handler are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 60 * time.Second
+	}
+	if cfg.RefreshInterval == 0 {
+		cfg.RefreshInterval = 30 * time.Second
+	}
+	s := &Service{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		reload:  make(chan struct{}, 1),
+		trusted: map[crypt.DeviceID]Peer{},
+		conns:   map[crypt.DeviceID]*Conn{},
+		changed: make(chan struct{}),
+	}
+	if err := s.loadPeers(ctx); err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	for _, l := range cfg.Listen {
+		hostport, err := ParseAddress(l)
+		if err != nil {
+			s.closeListeners()
+			return nil, err
+		}
+		ln, err := lc.Listen(ctx, "tcp", hostport)
+		if err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("listening for sync connections on %s: %w", l, err)
+		}
+		s.listeners = append(s.listeners, ln)
+	}
+	return s, nil
+}
+
+// ParseAddress turns tcp://host:port into host:port.
+func ParseAddress(addr string) (string, error) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Scheme != "tcp" || u.Host == "" || u.Port() == "" || u.Path != "" && u.Path != "/" {
+		return "", fmt.Errorf("invalid address %q: want tcp://HOST:PORT", addr)
+	}
+	return u.Host, nil
+}
+
+// Addresses returns the bound listen addresses as tcp://host:port.
+func (s *Service) Addresses() []string {
+	out := make([]string, 0, len(s.listeners))
+	for _, ln := range s.listeners {
+		out = append(out, "tcp://"+ln.Addr().String())
+	}
+	return out
+}
+
+func (s *Service) closeListeners() {
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+// Reload makes the service re-read the device list soon: dialing new devices,
+// dropping connections to removed ones. Safe to call at any time.
+func (s *Service) Reload() {
+	select {
+	case s.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Connections lists the live connections, ordered by device ID.
+func (s *Service) Connections() []Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Info, 0, len(s.conns))
+	for _, c := range s.conns {
+		out = append(out, Info{ID: c.ID, Addr: c.Addr, Dialed: c.Dialed, Since: c.Since})
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0 })
+	return out
+}
+
+// Connected reports whether id has a live connection.
+func (s *Service) Connected(id crypt.DeviceID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.conns[id]
+	return ok
+}
+
+// Changed returns a channel that is closed at the next connect or
+// disconnect.
+func (s *Service) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Service) isTrusted(id crypt.DeviceID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.trusted[id]
+	return ok
+}
+
+func (s *Service) loadPeers(ctx context.Context) error {
+	peers, err := s.cfg.Registry.Peers(ctx)
+	if err != nil {
+		return fmt.Errorf("loading devices: %w", err)
+	}
+	m := make(map[crypt.DeviceID]Peer, len(peers))
+	for _, p := range peers {
+		if p.ID != s.cfg.Identity.ID {
+			m[p.ID] = p
+		}
+	}
+	s.mu.Lock()
+	s.trusted = m
+	var drop []*Conn
+	for id, c := range s.conns {
+		if _, ok := m[id]; !ok {
+			drop = append(drop, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range drop {
+		s.log.Info("closing connection to removed device", "device", c.ID.String())
+		c.close()
+	}
+	return nil
+}
+
+// Serve accepts and dials until ctx is canceled, then closes every
+// connection and returns nil.
+func (s *Service) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, ln := range s.listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.acceptLoop(ctx, ln)
+		}()
+	}
+	go func() {
+		<-ctx.Done()
+		s.closeListeners()
+	}()
+
+	type dialer struct {
+		stop  context.CancelFunc
+		addrs string
+	}
+	dialers := map[crypt.DeviceID]dialer{}
+	refresh := func() {
+		if err := s.loadPeers(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reloading devices", "err", err)
+		}
+		s.mu.Lock()
+		peers := make(map[crypt.DeviceID]Peer, len(s.trusted))
+		for id, p := range s.trusted {
+			peers[id] = p
+		}
+		s.mu.Unlock()
+		for id, d := range dialers {
+			if _, ok := peers[id]; !ok {
+				d.stop()
+				delete(dialers, id)
+			}
+		}
+		for id, p := range peers {
+			addrs := fmt.Sprint(p.Addresses)
+			if d, ok := dialers[id]; ok {
+				if d.addrs == addrs {
+					continue
+				}
+				// Restart so changed addresses take effect at once.
+				d.stop()
+			}
+			dctx, stop := context.WithCancel(ctx)
+			dialers[id] = dialer{stop: stop, addrs: addrs}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.dialLoop(dctx, ctx, p)
+			}()
+		}
+	}
+	refresh()
+	t := time.NewTicker(s.cfg.RefreshInterval)
+	defer t.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-s.reload:
+			refresh()
+		case <-t.C:
+			refresh()
+		}
+	}
+	s.mu.Lock()
+	for _, c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	wg.Wait()
+	s.connWG.Wait()
+	return nil
+}
