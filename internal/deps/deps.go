@@ -17,5 +17,6 @@ import (
 	_ "golang.org/x/crypto/hkdf"
 	_ "golang.org/x/crypto/bcrypt"
 	_ "golang.org/x/sys/unix"
+	_ "golang.org/x/sync/errgroup"
 	_ "google.golang.org/protobuf/proto"
 )

@@ -1,0 +1,176 @@
+package crypt
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/zeebo/blake3"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// chunkFormat is the first byte of every sealed chunk body.
+const chunkFormat = 0x01
+
+// chunkOverhead is the size of a sealed chunk body beyond its inner record.
+const chunkOverhead = 1 + chacha20poly1305.Overhead
+
+// ChunkID names a sealed chunk on receivers: keyed BLAKE3 of the plaintext's
+// BLAKE3-256 hash under the folder's chunk-ID key. Without the key it says
+// nothing about the plaintext; equal plaintexts in one folder share an ID.
+type ChunkID [32]byte
+
+// String returns the ID as 64 lower-case hex digits.
+func (c ChunkID) String() string { return hex.EncodeToString(c[:]) }
+
+// ParseChunkID parses the form String returns, exactly: 64 lower-case hex
+// digits, so one chunk has one name. Errors wrap ErrFormat.
+func ParseChunkID(s string) (ChunkID, error) {
+	var c ChunkID
+	if err := parseHex(c[:], s); err != nil {
+		return ChunkID{}, fmt.Errorf("chunk ID: %w", err)
+	}
+	return c, nil
+}
+
+// MarshalText returns the hex form.
+func (c ChunkID) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText parses the hex form; on error c is unchanged.
+func (c *ChunkID) UnmarshalText(b []byte) error {
+	v, err := ParseChunkID(string(b))
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}
+
+// ChunkID returns the ID of the chunk whose plaintext hashes (BLAKE3-256) to
+// plainHash.
+func (k *Keys) ChunkID(plainHash [32]byte) ChunkID {
+	return ChunkID(keyedBLAKE3(&k.chunkID, plainHash[:]))
+}
+
+// SealChunk encrypts one chunk and returns its ID and body:
+//
+//	body  = 0x01 || XChaCha20-Poly1305(chunk key, nonce, inner, aad = ID)
+//	nonce = keyed-BLAKE3(chunk nonce key, ID)[:24], ID = ChunkID(plainHash)
+//	inner = flags || uvarint(len(payload)) || payload || zeros to Padmé length
+//
+// where payload is zstd(plain) and flags bit 0 is set if compress is true and
+// that is smaller, else payload is plain and flags is 0. The result is
+// deterministic: the same key, plaintext and compress give the same bytes,
+// so devices upload identical chunks (for a given zstd version; the ID never
+// depends on compression).
+//
+// The caller guarantees plainHash == BLAKE3-256(plain); SealChunk does not
+// recompute it. A wrong hash gives a body that OpenChunk rejects with
+// ErrChunkID, and two different plaintexts sealed under one wrong hash would
+// share a nonce. plain longer than MaxChunkSize is ErrTooLarge.
+func (k *Keys) SealChunk(plain []byte, plainHash [32]byte, compress bool) (ChunkID, []byte, error) {
+	if len(plain) > MaxChunkSize {
+		return ChunkID{}, nil, fmt.Errorf("sealing chunk: %w: %d bytes (limit %d)", ErrTooLarge, len(plain), MaxChunkSize)
+	}
+	id := k.ChunkID(plainHash)
+	payload, flags := plain, byte(0)
+	if compress && len(plain) > 0 {
+		// Room for an incompressible chunk too (raw blocks: a 3-byte header
+		// per 128 KiB plus the frame header), so EncodeAll never regrows.
+		room := len(plain) + 3*(len(plain)>>17+1) + 32
+		if z := k.enc.EncodeAll(plain, make([]byte, 0, room)); len(z) < len(plain) {
+			payload, flags = z, flagZstd
+		}
+	}
+	n := innerLen(len(payload))
+	body := make([]byte, 1+n, 1+n+chacha20poly1305.Overhead)
+	body[0] = chunkFormat
+	putInner(body[1:], flags, payload)
+	nonce := k.chunkNonceFor(id)
+	body = k.chunkAEAD.Seal(body[:1], nonce[:], body[1:], id[:])
+	return id, body, nil
+}
+
+// OpenChunk decrypts and verifies a chunk body sealed by SealChunk and
+// returns its plaintext. It checks, in order: the format byte (ErrFormat),
+// the size (ErrTooLarge), the AEAD under the chunk key bound to id
+// (ErrAuth), the inner framing and zero padding (ErrFormat), decompression,
+// never beyond MaxChunkSize (ErrFormat, ErrTooLarge), and that the plaintext
+// hashes to id (ErrChunkID). body is not modified or retained.
+func (k *Keys) OpenChunk(id ChunkID, body []byte) ([]byte, error) {
+	if len(body) == 0 || body[0] != chunkFormat {
+		return nil, fmt.Errorf("opening chunk %v: %w: not a format %#04x chunk", id, ErrFormat, chunkFormat)
+	}
+	if len(body) < chunkOverhead+2 {
+		return nil, fmt.Errorf("opening chunk %v: %w: %d bytes is too short", id, ErrAuth, len(body))
+	}
+	if len(body) > chunkOverhead+innerLen(MaxChunkSize) {
+		return nil, fmt.Errorf("opening chunk %v: %w: %d bytes", id, ErrTooLarge, len(body))
+	}
+	nonce := k.chunkNonceFor(id)
+	inner, err := k.chunkAEAD.Open(nil, nonce[:], body[1:], id[:])
+	if err != nil {
+		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrAuth)
+	}
+	flags, payload, err := parseInner(inner, MaxChunkSize)
+	if err != nil {
+		return nil, fmt.Errorf("opening chunk %v: %w", id, err)
+	}
+	plain := payload
+	if flags&flagZstd != 0 {
+		plain, err = k.dec.DecodeAll(payload, nil)
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			return nil, fmt.Errorf("opening chunk %v: %w: decompresses beyond %d bytes", id, ErrTooLarge, MaxChunkSize)
+		case err != nil:
+			return nil, fmt.Errorf("opening chunk %v: %w: decompressing: %w", id, ErrFormat, err)
+		case len(plain) > MaxChunkSize:
+			return nil, fmt.Errorf("opening chunk %v: %w: decompresses beyond %d bytes", id, ErrTooLarge, MaxChunkSize)
+		}
+	}
+	if k.ChunkID(blake3.Sum256(plain)) != id {
+		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrChunkID)
+	}
+	return plain, nil
+}
+
+// chunkNonceFor returns the nonce of the chunk with the given ID. The ID is
+// a keyed hash of the plaintext hash, so the nonce is a function of the
+// plaintext hash that the opener, who knows only the ID, can compute:
+// distinct plaintexts get distinct nonces, equal plaintexts equal bodies.
+func (k *Keys) chunkNonceFor(id ChunkID) [chacha20poly1305.NonceSizeX]byte {
+	var n [chacha20poly1305.NonceSizeX]byte
+	sum := keyedBLAKE3(&k.chunkNonce, id[:])
+	copy(n[:], sum[:])
+	return n
+}
+
+// keyedBLAKE3 returns the 32-byte keyed BLAKE3 hash of msg.
+func keyedBLAKE3(key *[32]byte, msg []byte) [32]byte {
+	h, err := blake3.NewKeyed(key[:])
+	if err != nil {
+		panic("crypt: blake3 rejected a 32-byte key: " + err.Error())
+	}
+	h.Write(msg)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// parseHex decodes exactly 2*len(dst) lower-case hex digits into dst.
+// Errors wrap ErrFormat.
+func parseHex(dst []byte, s string) error {
+	if len(s) != 2*len(dst) {
+		return fmt.Errorf("%w: %d characters, want %d hex digits", ErrFormat, len(s), 2*len(dst))
+	}
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'F' {
+			return fmt.Errorf("%w: upper-case hex digit", ErrFormat)
+		}
+	}
+	if _, err := hex.Decode(dst, []byte(s)); err != nil {
+		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	return nil
+}

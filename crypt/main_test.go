@@ -1,0 +1,96 @@
+package crypt
+
+import (
+	"bytes"
+	"crypto/rand"
+	"flag"
+	"os"
+	"testing"
+
+	"github.com/zeebo/blake3"
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Scrypt work factors for tests: production envelopes use scryptLogN, which
+// costs about a second; tests seal with 2^10 and open with at most 2^12.
+const (
+	testLogN    = 10
+	testMaxLogN = 12
+)
+
+// TestMain checks that no test leaves a goroutine behind. While fuzzing
+// (-fuzz) the check is off: the fuzzing engine's own goroutines may still be
+// winding down when m.Run returns. Seeds still run under the check.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// fixedFolderKey is 0x00, 0x01, ... 0x1f.
+func fixedFolderKey() FolderKey {
+	var k FolderKey
+	for i := range k {
+		k[i] = byte(i)
+	}
+	return k
+}
+
+// testKeys returns the keys of fixedFolderKey.
+func testKeys(t testing.TB) *Keys {
+	t.Helper()
+	k, err := DeriveKeys(fixedFolderKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// randomBytes returns n random bytes.
+func randomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// compressible returns n bytes of repetitive text.
+func compressible(n int) []byte {
+	line := []byte("lockstep keeps folders identical across a person's devices.\n")
+	return bytes.Repeat(line, n/len(line)+1)[:n]
+}
+
+// makeInner returns the inner record flags || uvarint || payload || padding.
+func makeInner(flags byte, payload []byte) []byte {
+	b := make([]byte, innerLen(len(payload)))
+	putInner(b, flags, payload)
+	return b
+}
+
+// sealRawChunk seals an arbitrary inner record as chunk id would be sealed,
+// to build bodies SealChunk never makes.
+func sealRawChunk(k *Keys, id ChunkID, inner []byte) []byte {
+	nonce := k.chunkNonceFor(id)
+	return k.chunkAEAD.Seal([]byte{chunkFormat}, nonce[:], inner, id[:])
+}
+
+// sealRawRecord seals an arbitrary inner record under h.
+func sealRawRecord(k *Keys, h RecordHeader, nonce [chacha20poly1305.NonceSizeX]byte, inner []byte) []byte {
+	out := append([]byte{recordFormat}, nonce[:]...)
+	return k.recordAEAD.Seal(out, nonce[:], inner, h.appendAAD(nil))
+}
+
+// sealed seals plain with its true hash.
+func sealed(t testing.TB, k *Keys, plain []byte, compress bool) (ChunkID, []byte) {
+	t.Helper()
+	id, body, err := k.SealChunk(plain, blake3.Sum256(plain), compress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, body
+}

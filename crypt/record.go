@@ -1,0 +1,139 @@
+package crypt
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	"golang.org/x/crypto/chacha20poly1305"
+	"golang.org/x/text/unicode/norm"
+)
+
+// recordFormat is the first byte of every sealed record.
+const recordFormat = 0x01
+
+// recordOverhead is the size of a sealed record beyond its inner record.
+const recordOverhead = 1 + chacha20poly1305.NonceSizeX + chacha20poly1305.Overhead
+
+// FileKey names a file on receivers without revealing its name:
+// HMAC-SHA256(name key, NFC form of the folder-relative path). All versions
+// of one file share it.
+type FileKey [32]byte
+
+// FileKey returns the file key of a folder-relative path. The path is
+// normalised to NFC first, so composed and decomposed spellings agree.
+func (k *Keys) FileKey(path string) FileKey {
+	m := hmac.New(sha256.New, k.name[:])
+	m.Write([]byte(norm.NFC.String(path)))
+	var fk FileKey
+	m.Sum(fk[:0])
+	return fk
+}
+
+// String returns the key as 64 lower-case hex digits.
+func (f FileKey) String() string { return hex.EncodeToString(f[:]) }
+
+// ParseFileKey parses the form String returns, exactly. Errors wrap
+// ErrFormat.
+func ParseFileKey(s string) (FileKey, error) {
+	var f FileKey
+	if err := parseHex(f[:], s); err != nil {
+		return FileKey{}, fmt.Errorf("file key: %w", err)
+	}
+	return f, nil
+}
+
+// MarshalText returns the hex form.
+func (f FileKey) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText parses the hex form; on error f is unchanged.
+func (f *FileKey) UnmarshalText(b []byte) error {
+	v, err := ParseFileKey(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
+
+// RecordHeader is the readable part of a sealed record, bound to it as
+// associated data: a record opens only under the header it was sealed with.
+type RecordHeader struct {
+	Folder  string   // folder ID
+	File    FileKey  // which file the record is a version of
+	Origin  DeviceID // device that wrote the version
+	Counter uint64   // origin's record counter: strictly increasing per origin
+}
+
+// appendAAD appends the canonical encoding of h:
+//
+//	format byte || uvarint(len(Folder)) || Folder || File || Origin || Counter (8 bytes, big endian)
+func (h *RecordHeader) appendAAD(dst []byte) []byte {
+	dst = append(dst, recordFormat)
+	dst = binary.AppendUvarint(dst, uint64(len(h.Folder)))
+	dst = append(dst, h.Folder...)
+	dst = append(dst, h.File[:]...)
+	dst = append(dst, h.Origin[:]...)
+	return binary.BigEndian.AppendUint64(dst, h.Counter)
+}
+
+// SealRecord encrypts a record payload bound to h:
+//
+//	sealed = 0x01 || nonce (24 random bytes) || XChaCha20-Poly1305(record key, nonce, inner, aad = h)
+//	inner  = 0x00 || uvarint(len(payload)) || payload || zeros to Padmé length
+//
+// Padding hides exact payload sizes (which would leak name lengths and chunk
+// counts). A payload longer than MaxRecordSize is ErrTooLarge.
+func (k *Keys) SealRecord(h RecordHeader, payload []byte) ([]byte, error) {
+	var nonce [chacha20poly1305.NonceSizeX]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("sealing record: %w", err)
+	}
+	return k.sealRecordWithNonce(h, payload, nonce)
+}
+
+// sealRecordWithNonce is SealRecord with a given nonce, for test vectors.
+func (k *Keys) sealRecordWithNonce(h RecordHeader, payload []byte, nonce [chacha20poly1305.NonceSizeX]byte) ([]byte, error) {
+	if len(payload) > MaxRecordSize {
+		return nil, fmt.Errorf("sealing record: %w: %d bytes (limit %d)", ErrTooLarge, len(payload), MaxRecordSize)
+	}
+	n := innerLen(len(payload))
+	pre := 1 + len(nonce)
+	out := make([]byte, pre+n, pre+n+chacha20poly1305.Overhead)
+	out[0] = recordFormat
+	copy(out[1:], nonce[:])
+	putInner(out[pre:], 0, payload)
+	return k.recordAEAD.Seal(out[:pre], nonce[:], out[pre:], h.appendAAD(nil)), nil
+}
+
+// OpenRecord decrypts and verifies a record sealed by SealRecord under the
+// same header. Errors: ErrFormat (format byte, malformed inner framing or
+// padding), ErrTooLarge (beyond MaxRecordSize), ErrAuth (tampered, other
+// key, other header). sealed is not modified or retained.
+func (k *Keys) OpenRecord(h RecordHeader, sealed []byte) ([]byte, error) {
+	if len(sealed) == 0 || sealed[0] != recordFormat {
+		return nil, fmt.Errorf("opening record: %w: not a format %#04x record", ErrFormat, recordFormat)
+	}
+	if len(sealed) < recordOverhead+2 {
+		return nil, fmt.Errorf("opening record: %w: %d bytes is too short", ErrAuth, len(sealed))
+	}
+	if len(sealed) > recordOverhead+innerLen(MaxRecordSize) {
+		return nil, fmt.Errorf("opening record: %w: %d bytes", ErrTooLarge, len(sealed))
+	}
+	pre := 1 + chacha20poly1305.NonceSizeX
+	inner, err := k.recordAEAD.Open(nil, sealed[1:pre], sealed[pre:], h.appendAAD(nil))
+	if err != nil {
+		return nil, fmt.Errorf("opening record: %w", ErrAuth)
+	}
+	flags, payload, err := parseInner(inner, MaxRecordSize)
+	if err != nil {
+		return nil, fmt.Errorf("opening record: %w", err)
+	}
+	if flags != 0 {
+		return nil, fmt.Errorf("opening record: %w: flags %#04x", ErrFormat, flags)
+	}
+	return payload, nil
+}

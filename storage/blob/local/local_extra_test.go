@@ -1,0 +1,288 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"lockstep/storage/blob"
+	"lockstep/storage/blob/blobtest"
+	"lockstep/storage/blob/mem"
+)
+
+func putString(t testing.TB, s blob.Store, key, v string) {
+	t.Helper()
+	if err := s.Put(context.Background(), key, strings.NewReader(v), int64(len(v))); err != nil {
+		t.Fatalf("Put(%q): %v", key, err)
+	}
+}
+
+func listAll(t testing.TB, s blob.Store, prefix string) []string {
+	t.Helper()
+	keys := []string{}
+	if err := s.List(context.Background(), prefix, func(i blob.Info) error {
+		keys = append(keys, i.Key)
+		return nil
+	}); err != nil {
+		t.Fatalf("List(%q): %v", prefix, err)
+	}
+	return keys
+}
+
+func TestLayout(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	for key, file := range map[string]string{
+		"envelope":      "en/envelope",
+		"abc":           "abc",
+		"abcd":          "ab/abcd",
+		"log/abc":       "log/abc",
+		"data/abcdef":   "data/ab/abcdef",
+		"data/ab/xyz":   "data/ab/xyz",
+		"data/ab/wxyz":  "data/ab/wx/wxyz",
+		"x/y/z/0123456": "x/y/z/01/0123456",
+	} {
+		putString(t, s, key, key)
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file)))
+		if err != nil || string(b) != key {
+			t.Errorf("key %q: file %s holds %q, %v", key, file, b, err)
+		}
+	}
+	var temps []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if strings.HasPrefix(d.Name(), tempPrefix) {
+			temps = append(temps, p)
+		}
+		return err
+	})
+	if len(temps) != 0 {
+		t.Errorf("temporary files left: %q", temps)
+	}
+}
+
+func TestForeignEntriesIgnored(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	putString(t, s, "data/abcdef", "x")
+	for _, name := range []string{
+		".tmp-123", "data/.tmp-456", "data/ab/.tmp-789", "UPPER", "data/abcdefg", // long file outside its shard
+		"data/ab/cdef", // shard leaf with the wrong shard
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("foreign"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("ab/abcdef", filepath.Join(dir, "data", "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	if got := listAll(t, s, ""); !slices.Equal(got, []string{"data/abcdef"}) {
+		t.Fatalf("List = %q, want only the blob", got)
+	}
+	if _, err := s.Stat(t.Context(), "data/lnk"); !errors.Is(err, blob.ErrNotExist) {
+		t.Fatalf("Stat of a symlink = %v, want ErrNotExist", err)
+	}
+	if err := s.Get(t.Context(), "data/lnk", func(io.Reader) error { return nil }); !errors.Is(err, blob.ErrNotExist) {
+		t.Fatalf("Get of a symlink = %v, want ErrNotExist", err)
+	}
+}
+
+func TestNoEscape(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "x"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir)
+	err := s.Get(t.Context(), "evil/x", func(r io.Reader) error { return errors.New("read outside") })
+	if err == nil || err.Error() == "read outside" {
+		t.Fatalf("Get through a symlink out of the directory = %v", err)
+	}
+	if err := s.Put(t.Context(), "evil/new", strings.NewReader("x"), 1); err == nil {
+		t.Fatal("Put through a symlink out of the directory succeeded")
+	}
+	if err := s.Delete(t.Context(), "evil/x"); err == nil {
+		t.Fatal("Delete through a symlink out of the directory succeeded")
+	}
+	entries, _ := os.ReadDir(outside)
+	if len(entries) != 1 {
+		t.Fatalf("outside directory changed: %d entries", len(entries))
+	}
+}
+
+func TestKeyCollisions(t *testing.T) {
+	s := open(t, t.TempDir())
+	for _, tc := range [][2]string{{"d/ab", "d/abcd"}, {"a", "a/b"}, {"e/f/g", "e/f"}} {
+		putString(t, s, tc[0], "first")
+		for _, write := range []func() error{
+			func() error { return s.Put(t.Context(), tc[1], strings.NewReader("x"), 1) },
+			func() error { return s.Create(t.Context(), tc[1], strings.NewReader("x"), 1) },
+			func() error { return s.PutUnsynced(t.Context(), tc[1], strings.NewReader("x"), 1) },
+		} {
+			err := write()
+			if err == nil || errors.Is(err, blob.ErrExist) {
+				t.Fatalf("writing %q beside %q = %v, want a collision error", tc[1], tc[0], err)
+			}
+		}
+		var got bytes.Buffer
+		if err := s.Get(t.Context(), tc[0], func(r io.Reader) error { _, err := got.ReadFrom(r); return err }); err != nil || got.String() != "first" {
+			t.Fatalf("Get(%q) after a collision = %q, %v", tc[0], got.String(), err)
+		}
+	}
+}
+
+func TestClean(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	putString(t, s, "data/abcdef", "x")
+	old := time.Now().Add(-2 * time.Hour)
+	for i, name := range []string{".tmp-a", "data/.tmp-b", "data/ab/.tmp-c", "data/ab/.tmp-new"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n, err := s.Clean(t.Context(), time.Now().Add(-time.Hour))
+	if err != nil || n != 3 {
+		t.Fatalf("Clean(an hour ago) = %d, %v; want 3", n, err)
+	}
+	n, err = s.Clean(t.Context(), time.Now().Add(time.Second))
+	if err != nil || n != 1 {
+		t.Fatalf("Clean(now) = %d, %v; want 1", n, err)
+	}
+	if n, err := s.Clean(t.Context(), time.Now().Add(time.Second)); err != nil || n != 0 {
+		t.Fatalf("Clean of a clean directory = %d, %v", n, err)
+	}
+	if got := listAll(t, s, ""); !slices.Equal(got, []string{"data/abcdef"}) {
+		t.Fatalf("Clean changed the blobs: %q", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Clean(ctx, time.Now()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Clean with a canceled context = %v", err)
+	}
+}
+
+// TestLinkFallback checks the hard-link Create used where renameat2 with
+// RENAME_NOREPLACE is missing.
+func TestLinkFallback(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	for i, want := range []error{nil, blob.ErrExist} {
+		tmp, f, _, err := s.createTemp("data/ab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("v" + string(rune('0'+i)))
+		f.Close()
+		if err := s.linkNoReplace(tmp, "data/ab/abcdef"); !errors.Is(err, want) {
+			t.Fatalf("linkNoReplace #%d = %v, want %v", i, err, want)
+		}
+		if want == nil {
+			if _, err := s.root.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("temporary file kept after linking: %v", err)
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "data", "ab", "abcdef"))
+	if err != nil || string(b) != "v0" {
+		t.Fatalf("blob = %q, %v; want the first version", b, err)
+	}
+}
+
+// FuzzList puts the keys of a fuzzed input into a local store and a mem store
+// and checks that List agrees for a fuzzed prefix: the sharded layout is
+// undone exactly and in order.
+func FuzzList(f *testing.F) {
+	f.Add("a-b\na/b\nab/x\nabcdef\nb/ab/abcd\nb/abce", "b/ab")
+	f.Add("data/abcdef\ndata/ab/xyz\ndata/ab-c\ndata/ab.d", "data/ab")
+	f.Add("x\nxy\nxyz\nwxyz\nxy/z", "")
+	f.Add("c/d/e/f\nc/d/ef\nc/de", "c/d")
+	f.Fuzz(func(t *testing.T, keys, prefix string) {
+		if blob.ValidPrefix(prefix) != nil {
+			return
+		}
+		s := open(t, t.TempDir())
+		m := mem.New()
+		n := 0
+		for key := range strings.SplitSeq(keys, "\n") {
+			if blob.ValidKey(key) != nil || n == 12 {
+				continue
+			}
+			n++
+			if err := s.PutUnsynced(t.Context(), key, strings.NewReader(key), int64(len(key))); err != nil {
+				continue // a path collision, which only the directory layout has
+			}
+			putString(t, m, key, key)
+		}
+		if got, want := listAll(t, s, prefix), listAll(t, m, prefix); !slices.Equal(got, want) {
+			t.Fatalf("List(%q)\n got %q\nwant %q", prefix, got, want)
+		}
+	})
+}
+
+func BenchmarkPut256K(b *testing.B) {
+	blobtest.BenchPut(b, open(b, b.TempDir()), 256<<10)
+}
+
+func BenchmarkPutUnsynced256K(b *testing.B) {
+	for _, wholeFS := range []bool{true, false} {
+		for _, batch := range []int{16, 64, 256} {
+			name := fmt.Sprintf("syncfs=%v/batch=%d", wholeFS, batch)
+			b.Run(name, func(b *testing.B) {
+				s := open(b, b.TempDir())
+				s.wholeFS = wholeFS && haveSyncfs
+				blobtest.BenchPutBatched(b, s, 256<<10, batch)
+			})
+		}
+	}
+}
+
+// TestFailedWritesLeaveNoTemp checks that failed and canceled writes remove
+// their temporary files.
+func TestFailedWritesLeaveNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	errBroke := errors.New("broke")
+	ctx, cancel := context.WithCancel(t.Context())
+	for i, w := range []func() error{
+		func() error { return s.Put(t.Context(), "data/abcdef", iotest.ErrReader(errBroke), -1) },
+		func() error { return s.Create(t.Context(), "data/abcdef", strings.NewReader("short"), 10) },
+		func() error { return s.PutUnsynced(t.Context(), "x/y/z", strings.NewReader("long"), 1) },
+		func() error { cancel(); return s.Put(ctx, "data/abcdef", strings.NewReader("x"), 1) },
+		func() error {
+			putString(t, s, "data/abcdef", "v")
+			return s.Create(t.Context(), "data/abcdef", strings.NewReader("x"), 1)
+		},
+	} {
+		if err := w(); err == nil {
+			t.Fatalf("write %d succeeded", i)
+		}
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), tempPrefix) {
+			t.Errorf("temporary file left: %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,256 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+
+	"lockstep/storage/blob"
+	"lockstep/storage/blob/internal/sized"
+)
+
+// writeMode says how write finishes a blob.
+type writeMode int
+
+const (
+	replaceSynced writeMode = iota
+	replaceUnsynced
+	createSynced
+)
+
+// Put implements blob.Store.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := s.write(ctx, key, r, size, replaceSynced); err != nil {
+		return fmt.Errorf("putting blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// PutUnsynced implements blob.Batcher.
+func (s *Store) PutUnsynced(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := s.write(ctx, key, r, size, replaceUnsynced); err != nil {
+		return fmt.Errorf("putting blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// Create implements blob.Creator with an atomic rename that refuses to
+// replace (renameat2 RENAME_NOREPLACE, or a hard link where that is not
+// supported).
+func (s *Store) Create(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := s.write(ctx, key, r, size, createSynced); err != nil {
+		return fmt.Errorf("creating blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// write stores r under key through a temporary file in the final directory.
+func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, mode writeMode) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := blob.ValidKey(key); err != nil {
+		return err
+	}
+	final := pathOf(key)
+	dir := dirOf(final)
+	tmp, f, created, err := s.createTemp(dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			s.root.Remove(tmp)
+		}
+	}()
+	if _, err := io.Copy(f, sized.NewReader(ctx, r, size)); err != nil {
+		return err
+	}
+	if mode != replaceUnsynced {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return err
+	}
+	if mode == replaceUnsynced {
+		if err := s.root.Rename(tmp, final); err != nil {
+			return conflict(err)
+		}
+		s.mu.Lock()
+		s.pending[final] = struct{}{}
+		s.pending[dir] = struct{}{}
+		for _, d := range created {
+			s.pending[d] = struct{}{}
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	d, err := s.root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if mode == createSynced {
+		if err := s.renameNoReplace(d, tmp, final); err != nil {
+			return err
+		}
+	} else if err := s.root.Rename(tmp, final); err != nil {
+		return conflict(err)
+	}
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	return s.syncDirs(created)
+}
+
+// conflict explains an error from renaming onto a path that is a directory.
+func conflict(err error) error {
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		return fmt.Errorf("key collides with a directory of other keys: %w", err)
+	}
+	return err
+}
+
+// createTemp creates a new temporary file in dir, creating dir and its
+// parents if needed. created lists the directories that got a new entry and
+// must be fsynced for it to last.
+func (s *Store) createTemp(dir string) (name string, f *os.File, created []string, err error) {
+	var rnd [12]byte
+	_, _ = rand.Read(rnd[:])
+	name = path.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
+	f, err = s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return name, f, nil, err
+	}
+	if created, err = s.mkdirs(dir); err != nil {
+		return "", nil, nil, err
+	}
+	f, err = s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	return name, f, created, err
+}
+
+// mkdirs creates dir and its missing parents. It returns the parent of
+// every directory on the way, all of which must be fsynced before a blob in
+// dir is durable: a directory found existing may have been made a moment ago
+// by a concurrent writer that has not fsynced it yet.
+func (s *Store) mkdirs(dir string) ([]string, error) {
+	var parents []string
+	for i := 0; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		p := dir[:i]
+		err := s.root.Mkdir(p, dirMode)
+		if errors.Is(err, fs.ErrExist) {
+			var fi fs.FileInfo
+			if fi, err = s.root.Lstat(p); err == nil && !fi.IsDir() {
+				return nil, fmt.Errorf("key collides with another key at %q", p)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		parents = append(parents, dirOf(p))
+	}
+	return parents, nil
+}
+
+// syncDirs fsyncs each directory.
+func (s *Store) syncDirs(dirs []string) error {
+	for _, dir := range dirs {
+		d, err := s.root.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sync implements blob.Batcher: one syncfs(2) of the directory's file system
+// where the platform has it, else an fsync of every file and directory that
+// PutUnsynced touched since the last Sync.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("syncing blobs: %w", err)
+	}
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = make(map[string]struct{})
+	s.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	var err error
+	if s.wholeFS {
+		err = s.syncfs()
+	} else {
+		err = s.syncPaths(ctx, pending)
+	}
+	if err != nil {
+		return fmt.Errorf("syncing blobs: %w", err)
+	}
+	return nil
+}
+
+// syncPaths fsyncs every path, skipping those deleted meanwhile.
+func (s *Store) syncPaths(ctx context.Context, paths map[string]struct{}) error {
+	for p := range paths {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := s.root.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linkNoReplace makes final a hard link to tmp, failing with blob.ErrExist
+// if final exists, then removes tmp.
+func (s *Store) linkNoReplace(tmp, final string) error {
+	if err := s.root.Link(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return s.existError(final)
+		}
+		return err
+	}
+	_ = s.root.Remove(tmp) // Clean removes it if this fails.
+	return nil
+}
+
+// existError is the error for a Create that found final taken: ErrExist for
+// a blob, a collision for a directory.
+func (s *Store) existError(final string) error {
+	if fi, err := s.root.Lstat(final); err == nil && fi.IsDir() {
+		return fmt.Errorf("key collides with a directory of other keys: %w", fs.ErrExist)
+	}
+	return blob.ErrExist
+}

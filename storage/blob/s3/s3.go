@@ -1,0 +1,307 @@
+// Package s3 is a blob.Store in a bucket of an S3-compatible object store,
+// through minio-go.
+//
+// Invariants:
+//   - Blob key k lives at object Config.Prefix + "/" + k (just k when the
+//     prefix is empty); List skips objects below the prefix whose names are
+//     not valid keys. As S3 limits object names to 1024 bytes, a prefix of n
+//     bytes (with its "/") shortens the longest key to 1024-n bytes (see
+//     MaxKeyLen); longer keys fail with blob.ErrInvalidKey.
+//   - Every request carries the caller's context; the client makes no retries
+//     (a wrapper may add them), and credentials come only from Config.
+//   - A blob is written with one PUT when its size is known and at most
+//     PartSize, else as a multipart upload that is aborted on failure, so a
+//     failed Put never leaves a blob or replaces an old one. Create always
+//     uses one PUT with If-None-Match: *, so the server decides atomically.
+//   - S3 deletes are idempotent, so Delete asks for the object first to
+//     report ErrNotExist; of two concurrent Deletes both may succeed.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"lockstep/storage/blob"
+	"lockstep/storage/blob/internal/sized"
+)
+
+// PartSize is the size of one part of a multipart upload, and the largest
+// blob Put writes with a single PUT.
+const PartSize = 16 << 20
+
+// ErrNoBucket means the configured bucket does not exist.
+var ErrNoBucket = errors.New("s3 bucket does not exist")
+
+// Config says where the store lives.
+type Config struct {
+	Endpoint  string // host:port, without a scheme
+	Bucket    string
+	Prefix    string // object name prefix; slashes at either end are ignored
+	AccessKey string
+	SecretKey string
+	UseTLS    bool
+	Region    string // empty: ask the server
+}
+
+// Store is a blob.Store in an S3 bucket. It also implements blob.Creator.
+// Safe for concurrent use.
+type Store struct {
+	client    *minio.Client
+	transport *http.Transport
+	bucket    string
+	prefix    string
+}
+
+var (
+	_ blob.Store   = (*Store)(nil)
+	_ blob.Creator = (*Store)(nil)
+)
+
+// New connects to the endpoint and checks that the bucket exists (else
+// ErrNoBucket). Close releases idle connections.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	transport, err := minio.DefaultTransport(cfg.UseTLS)
+	if err != nil {
+		return nil, fmt.Errorf("opening s3 store: %w", err)
+	}
+	client, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:      credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:     cfg.UseTLS,
+		Region:     cfg.Region,
+		Transport:  transport,
+		MaxRetries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening s3 store: %w", err)
+	}
+	ok, err := client.BucketExists(ctx, cfg.Bucket)
+	if err != nil {
+		transport.CloseIdleConnections()
+		return nil, fmt.Errorf("opening s3 store: bucket %q: %w", cfg.Bucket, mapError(ctx, err))
+	}
+	if !ok {
+		transport.CloseIdleConnections()
+		return nil, fmt.Errorf("opening s3 store: %w: %q", ErrNoBucket, cfg.Bucket)
+	}
+	prefix := strings.Trim(cfg.Prefix, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	return &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix}, nil
+}
+
+// Close closes idle connections. Calls in progress finish; the Store must
+// not be used afterwards.
+func (s *Store) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+// mapError turns minio errors into blob's: NoSuchKey into ErrNotExist, a
+// failed precondition into ErrExist, and anything under a done context into
+// an error that matches the context's error.
+func mapError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%w (%v)", ctxErr, err)
+	}
+	resp := minio.ToErrorResponse(err)
+	switch {
+	case resp.Code == minio.NoSuchKey:
+		return blob.ErrNotExist
+	case resp.Code == minio.NoSuchBucket:
+		return fmt.Errorf("%w: %v", ErrNoBucket, err)
+	case resp.Code == minio.PreconditionFailed || resp.StatusCode == http.StatusPreconditionFailed:
+		return blob.ErrExist
+	}
+	return err
+}
+
+// Put implements blob.Store.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := s.put(ctx, key, r, size, false); err != nil {
+		return fmt.Errorf("putting blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// Create implements blob.Creator with a conditional PUT (If-None-Match: *).
+// A blob of unknown size is read into memory first, as one PUT needs its
+// length.
+func (s *Store) Create(ctx context.Context, key string, r io.Reader, size int64) error {
+	if err := s.put(ctx, key, r, size, true); err != nil {
+		return fmt.Errorf("creating blob %q: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, create bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := blob.ValidKey(key); err != nil {
+		return err
+	}
+	if err := s.checkLen(key); err != nil {
+		return err
+	}
+	sr := sized.NewReader(ctx, r, size)
+	if size == 0 {
+		// The client reads nothing for an empty body: check r is empty.
+		if _, err := sr.Read(make([]byte, 1)); err != io.EOF {
+			return err
+		}
+	}
+	body := io.Reader(sr)
+	opts := minio.PutObjectOptions{PartSize: PartSize}
+	if create {
+		opts.SetMatchETagExcept("*")
+		opts.DisableMultipart = true
+	}
+	if size < 0 {
+		// Read up to a part: a blob that fits goes in one PUT, not a
+		// multipart upload of one part; Create needs it all.
+		limit := int64(PartSize)
+		if create {
+			limit = -1
+		}
+		head, err := readHead(sr, limit)
+		if err != nil {
+			return err
+		}
+		if limit < 0 || int64(len(head)) < limit {
+			body, size = bytes.NewReader(head), int64(len(head))
+		} else {
+			body = io.MultiReader(bytes.NewReader(head), sr)
+		}
+	}
+	_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, body, size, opts)
+	if err != nil {
+		if rerr := sr.Err(); rerr != nil {
+			return rerr // the reader's own error, not the client's report of it
+		}
+		return mapError(ctx, err)
+	}
+	return nil
+}
+
+// readHead reads up to limit bytes from r (all of it if limit < 0).
+func readHead(r io.Reader, limit int64) ([]byte, error) {
+	if limit >= 0 {
+		r = io.LimitReader(r, limit)
+	}
+	return io.ReadAll(r)
+}
+
+// MaxKeyLen returns the length of the longest key the store accepts:
+// blob.MaxKeyLen less the prefix, as S3 limits whole object names to 1024
+// bytes.
+func (s *Store) MaxKeyLen() int {
+	return blob.MaxKeyLen - len(s.prefix)
+}
+
+// checkLen refuses a valid key that is too long for the prefix.
+func (s *Store) checkLen(key string) error {
+	if len(key) > s.MaxKeyLen() {
+		return fmt.Errorf("%w: %d bytes long, more than the %d left beside the prefix", blob.ErrInvalidKey, len(key), s.MaxKeyLen())
+	}
+	return nil
+}
+
+// Get implements blob.Store.
+func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	if err := blob.ValidKey(key); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	if err := s.checkLen(key); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	// One plain GET: minio.Client.GetObject would HEAD first and then GET
+	// with If-Match, failing when a Put replaces the blob in between.
+	body, oi, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
+	if err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, mapError(ctx, err))
+	}
+	defer body.Close()
+	return fn(sized.NewReader(ctx, body, oi.Size))
+}
+
+// Stat implements blob.Store.
+func (s *Store) Stat(ctx context.Context, key string) (blob.Info, error) {
+	info, err := s.stat(ctx, key)
+	if err != nil {
+		return blob.Info{}, fmt.Errorf("stat of blob %q: %w", key, err)
+	}
+	return info, nil
+}
+
+func (s *Store) stat(ctx context.Context, key string) (blob.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return blob.Info{}, err
+	}
+	if err := blob.ValidKey(key); err != nil {
+		return blob.Info{}, err
+	}
+	if err := s.checkLen(key); err != nil {
+		return blob.Info{}, err
+	}
+	oi, err := s.client.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
+	if err != nil {
+		return blob.Info{}, mapError(ctx, err)
+	}
+	return blob.Info{Key: key, Size: oi.Size, ModTime: oi.LastModified}, nil
+}
+
+// Delete implements blob.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if _, err := s.stat(ctx, key); err != nil {
+		return fmt.Errorf("deleting blob %q: %w", key, err)
+	}
+	if err := s.client.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("deleting blob %q: %w", key, mapError(ctx, err))
+	}
+	return nil
+}
+
+// List implements blob.Store, in the server's order, which S3 defines as
+// the lexical order of object names.
+func (s *Store) List(ctx context.Context, prefix string, fn func(blob.Info) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("listing blobs %q: %w", prefix, err)
+	}
+	if err := blob.ValidPrefix(prefix); err != nil {
+		return fmt.Errorf("listing blobs: %w", err)
+	}
+	fetchOwner := false
+	opts := minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true, FetchOwner: &fetchOwner}
+	for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
+		if oi.Err != nil {
+			return fmt.Errorf("listing blobs %q: %w", prefix, mapError(ctx, oi.Err))
+		}
+		key := strings.TrimPrefix(oi.Key, s.prefix)
+		if blob.ValidKey(key) != nil {
+			continue // not written by a Store
+		}
+		if err := fn(blob.Info{Key: key, Size: oi.Size, ModTime: oi.LastModified}); err != nil {
+			return err
+		}
+	}
+	// The iterator ends silently when ctx is done.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("listing blobs %q: %w", prefix, err)
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+// Package s3test runs a real S3-compatible server, versitygw with its posix
+// backend, on 127.0.0.1 for tests, and hands out empty buckets in it.
+//
+// The versitygw binary is found through $LOCKSTEP_VERSITYGW, else $PATH,
+// else $(go env GOPATH)/bin. Install it with
+//
+//	go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+//
+// Without it, tests that need it fail when $CI is "true" and are skipped
+// otherwise.
+//
+// Invariants: a server listens on loopback only, keeps its data in a
+// directory of the test's, and is stopped (and waited for) in the test's
+// cleanup, so no process or goroutine outlives the test.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"go/build"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"lockstep/storage/blob/s3"
+)
+
+const (
+	region       = "us-east-1"
+	startTimeout = 15 * time.Second
+	stopTimeout  = 5 * time.Second
+	startTries   = 3
+)
+
+// Server is a running versitygw.
+type Server struct {
+	cfg     s3.Config // without a bucket
+	client  *minio.Client
+	buckets atomic.Int64
+}
+
+// Start starts a server that tb's cleanup stops and returns the Config of a
+// new, empty bucket in it.
+func Start(tb testing.TB) s3.Config {
+	tb.Helper()
+	return NewServer(tb).Bucket(tb)
+}
+
+// NewServer starts a server that tb's cleanup stops. Use Bucket for a fresh
+// bucket per test.
+func NewServer(tb testing.TB) *Server {
+	tb.Helper()
+	bin := findBinary()
+	if bin == "" {
+		msg := "versitygw not found (set LOCKSTEP_VERSITYGW or install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	s := &Server{cfg: s3.Config{AccessKey: randomHex(10), SecretKey: randomHex(20), Region: region}}
+	var err error
+	for range startTries {
+		if s.cfg.Endpoint, err = start(tb, bin, s.cfg); !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("starting versitygw: %v", err)
+	}
+	transport, err := minio.DefaultTransport(false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.client, err = minio.New(s.cfg.Endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(s.cfg.AccessKey, s.cfg.SecretKey, ""),
+		Region:    region,
+		Transport: transport,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(transport.CloseIdleConnections)
+	return s
+}
+
+// Bucket creates a new, empty bucket and returns its Config.
+func (s *Server) Bucket(tb testing.TB) s3.Config {
+	tb.Helper()
+	cfg := s.cfg
+	cfg.Bucket = fmt.Sprintf("test-%d-%s", s.buckets.Add(1), randomHex(4))
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := s.client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+		tb.Fatalf("creating bucket %s: %v", cfg.Bucket, err)
+	}
+	return cfg
+}
+
+var errPortTaken = errors.New("port taken")
+
+// start runs versitygw on a free loopback port until tb's cleanup and
+// returns its address once it answers HTTP.
+func start(tb testing.TB, bin string, cfg s3.Config) (string, error) {
+	addr, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	var out lockedBuffer
+	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", tb.TempDir())
+	cmd.Env = []string{"ROOT_ACCESS_KEY=" + cfg.AccessKey, "ROOT_SECRET_KEY=" + cfg.SecretKey}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	tb.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(stopTimeout):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			if strings.Contains(out.String(), "address already in use") {
+				return "", fmt.Errorf("%w: %s", errPortTaken, addr)
+			}
+			return "", fmt.Errorf("versitygw exited: %s", out.String())
+		default:
+		}
+		if resp, err := client.Get("http://" + addr + "/"); err == nil {
+			resp.Body.Close()
+			return addr, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "", fmt.Errorf("versitygw did not answer within %v: %s", startTimeout, out.String())
+}
+
+// freePort returns a loopback address with a port that was free a moment
+// ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// findBinary returns the path of versitygw, or "".
+func findBinary() string {
+	if p := os.Getenv("LOCKSTEP_VERSITYGW"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p
+	}
+	gopath := build.Default.GOPATH
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		gopath = strings.TrimSpace(string(out))
+	}
+	for _, dir := range filepath.SplitList(gopath) {
+		p := filepath.Join(dir, "bin", "versitygw")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// lockedBuffer collects a process's output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

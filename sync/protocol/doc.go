@@ -1,0 +1,23 @@
+// Package protocol is the wire protocol between two trusted lockstep
+// devices over an authenticated TLS 1.3 connection: the messages (generated
+// from lockstep.proto, which is the specification), their framing, and a
+// Conn that multiplexes them.
+//
+// Invariants:
+//   - A frame is [uint32 big-endian L][type][flags][L-2 bytes body] with
+//     2 <= L <= MaxFrameSize; a compressed body never decompresses beyond
+//     MaxFrameSize. Anything else read from a peer is an error wrapping
+//     ErrMalformed, and the connection ends. No input makes the reader
+//     panic, and a frame's buffer grows only as its bytes arrive.
+//   - Nothing is sent that the receiver would reject: WriteMessage checks
+//     messages against the same rules before writing.
+//   - A Conn hands ClusterConfig, Index and IndexUpdate to its Model one at
+//     a time, in the peer's order; requests are answered concurrently, at
+//     most Options.MaxIncomingRequests at once; each Request gets exactly
+//     the Response with its ID.
+//   - No goroutine started by Serve (or ExchangeHello) outlives it, and
+//     Model.Closed is called exactly once per Serve, last.
+//
+// The package never imports the rest of lockstep: it defines the Model it
+// needs, and device IDs are plain 32-byte arrays.
+package protocol

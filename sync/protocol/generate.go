@@ -1,0 +1,3 @@
+package protocol
+
+//go:generate protoc --go_out=. --go_opt=paths=source_relative lockstep.proto
