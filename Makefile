@@ -1,0 +1,37 @@
+# lockstep: the two commands that matter are `make run` and `make test`.
+GO       ?= go
+BIN      := bin/lockstep
+HOME_DIR ?= .home
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X lockstep/node.Version=$(VERSION)
+
+.PHONY: build run test test-short bench vet fmt proto
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockstep
+
+# A node with its console on 127.0.0.1:8385 and its home in ./.home.
+run: build
+	$(BIN) --home $(HOME_DIR) serve --listen tcp://127.0.0.1:22100 --gui 127.0.0.1:8385
+
+# Every test, against real components. The S3 tests need versitygw
+# (.ci/run installs it; elsewhere they skip with a message unless CI=true).
+test: vet
+	$(GO) test -count=1 -timeout 15m ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./...
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+# Regenerates the protocol's Go code (needs protoc and protoc-gen-go).
+proto:
+	$(GO) generate ./sync/protocol

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"lockstep/node"
+	"lockstep/storage/home"
+)
+
+func newServe(g *globals) *cobra.Command {
+	var (
+		listen   []string
+		gui      string
+		noGUI    bool
+		logLevel string
+		name     string
+	)
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the node in the foreground until SIGINT/SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			dir, err := home.Resolve(g.home)
+			if err != nil {
+				return err
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError(c, fmt.Sprintf("invalid --log-level %q: want debug, info, warn or error", logLevel))
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			slog.SetDefault(log)
+			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log}
+			if noGUI {
+				opts.GUI = ""
+			}
+			return node.Run(c.Context(), opts)
+		},
+	}
+	c.Flags().StringArrayVar(&listen, "listen", []string{"tcp://0.0.0.0:22100"}, "sync listen address (repeatable)")
+	c.Flags().StringVar(&gui, "gui", "127.0.0.1:8385", "console and REST address")
+	c.Flags().BoolVar(&noGUI, "no-gui", false, "run without the console and REST API")
+	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	c.Flags().StringVar(&name, "name", "", "device name when the identity is created (default: the host name)")
+	return c
+}

@@ -1,0 +1,141 @@
+// Package node assembles a running lockstep node from its parts — the home,
+// the identity, the database, the connection service and the HTTP server —
+// and supervises them: every part is a Serve(ctx) error, they start
+// together, and when one fails or the context ends all of them stop.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/storage/home"
+	"lockstep/sync/connections"
+	"lockstep/sync/engine"
+	"lockstep/web"
+)
+
+// Options configure Run.
+type Options struct {
+	Home   string
+	Name   string   // device name for a new identity
+	Listen []string // sync listen addresses, tcp://HOST:PORT
+	GUI    string   // console/REST address HOST:PORT; empty for none
+	// FolderRoot is where accepted folder offers go by default (~/Sync).
+	FolderRoot string
+	Logger     *slog.Logger
+	// Ready, if set, is called once the node listens and serve.json is
+	// written.
+	Ready func(home.ServeInfo)
+}
+
+// Init creates the home, the identity, the API key and the database if they
+// are missing, and returns the device ID. It is idempotent.
+func Init(dir, name string) (crypt.DeviceID, error) {
+	if err := home.Ensure(dir); err != nil {
+		return crypt.DeviceID{}, err
+	}
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	id, _, err := crypt.LoadOrCreateIdentity(dir, name)
+	if err != nil {
+		return crypt.DeviceID{}, fmt.Errorf("identity: %w", err)
+	}
+	if _, err := home.LoadOrCreateAPIKey(dir); err != nil {
+		return crypt.DeviceID{}, err
+	}
+	d, err := db.Open(filepath.Join(dir, home.DatabaseFile))
+	if err != nil {
+		return crypt.DeviceID{}, err
+	}
+	if err := d.Close(); err != nil {
+		return crypt.DeviceID{}, err
+	}
+	return id.ID, nil
+}
+
+// Run runs the node until ctx is canceled or a part fails.
+func Run(parent context.Context, opts Options) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if _, err := Init(opts.Home, opts.Name); err != nil {
+		// Init opens the database once; a second daemon fails here with
+		// db.ErrLocked, which says which process holds it.
+		return err
+	}
+	id, err := crypt.LoadIdentity(opts.Home)
+	if err != nil {
+		return err
+	}
+	apiKey, err := home.LoadAPIKey(opts.Home)
+	if err != nil {
+		return err
+	}
+	database, err := db.Open(filepath.Join(opts.Home, home.DatabaseFile))
+	if err != nil {
+		return err
+	}
+	defer database.Close()
+
+	folderRoot := opts.FolderRoot
+	if folderRoot == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			folderRoot = filepath.Join(h, "Sync")
+		}
+	}
+	eng := engine.New(id.ID, database, log, engine.Options{DefaultFolderRoot: folderRoot})
+	reg := &registry{db: database, self: id.ID}
+	conns, err := connections.New(ctx, connections.Config{
+		Identity: id,
+		Registry: reg,
+		Handler:  &peerHandler{id: id, name: id.Leaf.Subject.CommonName, log: log, engine: eng},
+		Listen:   opts.Listen,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+
+	info := home.ServeInfo{DeviceID: id.ID.String(), Listen: conns.Addresses(), PID: os.Getpid()}
+	var srv *web.Server
+	if opts.GUI != "" {
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, APIKey: apiKey, Logger: log, FolderRoot: folderRoot})
+		if err != nil {
+			return fmt.Errorf("console on %s: %w", opts.GUI, err)
+		}
+		info.GUI = srv.URL()
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return eng.Serve(gctx) })
+	g.Go(func() error { return conns.Serve(gctx) })
+	if srv != nil {
+		g.Go(func() error { return srv.Serve(gctx) })
+	}
+	if err := home.WriteServeInfo(opts.Home, info); err != nil {
+		cancel()
+		return errors.Join(err, g.Wait())
+	}
+	defer home.RemoveServeInfo(opts.Home)
+	log.Info("lockstep ready", "device", info.DeviceID, "listen", info.Listen, "gui", info.GUI)
+	if opts.Ready != nil {
+		opts.Ready(info)
+	}
+	err = g.Wait()
+	if parent.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,39 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"lockstep/crypt"
+	"lockstep/sync/connections"
+	"lockstep/sync/engine"
+	"lockstep/sync/protocol"
+)
+
+// Version is the implementation version sent in Hello messages.
+var Version = "dev"
+
+// peerHandler runs the protocol on an established connection: the Hello
+// exchange, then the message loop with the model.
+type peerHandler struct {
+	id     *crypt.Identity
+	name   string
+	log    *slog.Logger
+	engine *engine.Engine
+}
+
+func (h *peerHandler) ServeConn(ctx context.Context, c *connections.Conn) error {
+	hello, err := protocol.ExchangeHello(ctx, c, &protocol.Hello{
+		DeviceName:    h.name,
+		ClientName:    "lockstep",
+		ClientVersion: Version,
+	})
+	if err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	h.log.Info("device connected", "device", c.ID.String(), "name", hello.DeviceName, "addr", c.Addr, "client", hello.ClientName+" "+hello.ClientVersion)
+	err = h.engine.ServeConn(ctx, c.ID, c)
+	h.log.Info("device disconnected", "device", c.ID.String(), "reason", err)
+	return err
+}

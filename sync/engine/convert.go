@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"fmt"
+
+	"lockstep/chunk"
+	"lockstep/crypt"
+	"lockstep/sync/fsys"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+// toWire converts a local record for a peer.
+func toWire(r *index.Record) *protocol.FileInfo {
+	fi := &protocol.FileInfo{
+		Name:          r.Name,
+		Size:          r.Size,
+		Permissions:   r.Mode,
+		ModifiedNs:    r.ModTime,
+		Deleted:       r.Deleted,
+		Sequence:      r.Sequence,
+		SymlinkTarget: r.Target,
+		ModifiedBy:    uint64(r.ModifiedBy),
+		Version:       &protocol.Vector{Counters: make([]*protocol.Counter, len(r.Version))},
+	}
+	switch r.Type {
+	case index.Dir:
+		fi.Type = protocol.FileInfoType_FILE_INFO_TYPE_DIRECTORY
+	case index.Symlink:
+		fi.Type = protocol.FileInfoType_FILE_INFO_TYPE_SYMLINK
+	}
+	for i, c := range r.Version {
+		fi.Version.Counters[i] = &protocol.Counter{Id: uint64(c.ID), Value: c.Value}
+	}
+	if len(r.Blocks) > 0 {
+		fi.Blocks = make([]*protocol.BlockInfo, len(r.Blocks))
+		for i, b := range r.Blocks {
+			fi.Blocks[i] = &protocol.BlockInfo{Offset: b.Offset, Size: b.Size, Hash: b.Hash[:]}
+		}
+	}
+	return fi
+}
+
+// fromWire converts and checks a peer's record. A record that could make
+// the engine misbehave — a hostile name, blocks that do not tile the file,
+// a chunk larger than the chunker makes — is refused with the reason.
+func fromWire(fi *protocol.FileInfo) (index.Record, error) {
+	r := index.Record{
+		Name:       fi.GetName(),
+		Size:       fi.GetSize(),
+		Mode:       fi.GetPermissions() & 0o7777,
+		ModTime:    fi.GetModifiedNs(),
+		Deleted:    fi.GetDeleted(),
+		Sequence:   fi.GetSequence(),
+		Target:     fi.GetSymlinkTarget(),
+		ModifiedBy: crypt.ShortID(fi.GetModifiedBy()),
+	}
+	if err := fsys.ValidName(r.Name); err != nil {
+		return r, err
+	}
+	switch fi.GetType() {
+	case protocol.FileInfoType_FILE_INFO_TYPE_FILE:
+		r.Type = index.File
+	case protocol.FileInfoType_FILE_INFO_TYPE_DIRECTORY:
+		r.Type = index.Dir
+	case protocol.FileInfoType_FILE_INFO_TYPE_SYMLINK:
+		r.Type = index.Symlink
+	default:
+		return r, fmt.Errorf("%q: unknown type %v", r.Name, fi.GetType())
+	}
+	if r.Size < 0 || r.Sequence < 0 {
+		return r, fmt.Errorf("%q: negative size or sequence", r.Name)
+	}
+	v := make(index.Vector, 0, len(fi.GetVersion().GetCounters()))
+	for _, c := range fi.GetVersion().GetCounters() {
+		v = append(v, index.Counter{ID: crypt.ShortID(c.GetId()), Value: c.GetValue()})
+	}
+	r.Version = index.Canonical(v)
+	if len(r.Version) == 0 {
+		return r, fmt.Errorf("%q: empty version", r.Name)
+	}
+	if r.Type == index.Symlink && !r.Deleted && (r.Target == "" || len(r.Target) > 4096) {
+		return r, fmt.Errorf("%q: bad symlink target", r.Name)
+	}
+	if r.Type != index.File || r.Deleted {
+		if len(fi.GetBlocks()) > 0 {
+			return r, fmt.Errorf("%q: blocks on a record that has no content", r.Name)
+		}
+		if r.Type != index.File {
+			r.Size = 0
+		}
+		return r, nil
+	}
+	var off int64
+	r.Blocks = make([]index.Block, len(fi.GetBlocks()))
+	for i, b := range fi.GetBlocks() {
+		if b.GetOffset() != off || b.GetSize() == 0 || b.GetSize() > chunk.MaxSize || len(b.GetHash()) != chunk.HashSize {
+			return r, fmt.Errorf("%q: block %d is malformed", r.Name, i)
+		}
+		r.Blocks[i] = index.Block{Offset: off, Size: b.GetSize()}
+		copy(r.Blocks[i].Hash[:], b.GetHash())
+		off += int64(b.GetSize())
+	}
+	if off != r.Size {
+		return r, fmt.Errorf("%q: blocks cover %d bytes of %d", r.Name, off, r.Size)
+	}
+	return r, nil
+}

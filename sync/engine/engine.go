@@ -1,0 +1,235 @@
+// Package engine keeps folders in sync with peers: it scans local changes
+// into the index, exchanges indexes over protocol connections, and pulls
+// what the global state says this node needs.
+//
+// The Engine routes between connections and folders; each folder runs one
+// goroutine that serialises its scans and pulls, so a file is never scanned
+// and replaced at the same time. Peers' messages arrive on connection reader
+// goroutines and only touch the index (which is safe for concurrent use)
+// and wake the folder.
+//
+// Invariants:
+//   - Nothing from a peer reaches the disk without passing fromWire (names,
+//     block layout) and, for content, a hash check of every block.
+//   - A local file is replaced or deleted only if it still matches the
+//     local index (else it is rescanned and the change becomes a conflict).
+//   - Files are written to a temp file beside the target and renamed into
+//     place after a durability barrier; a crash leaves only temp files,
+//     which are cleaned up.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/protocol"
+)
+
+// Engine runs a node's folders and talks to its peers about them.
+type Engine struct {
+	id    crypt.DeviceID
+	db    *db.DB
+	log   *slog.Logger
+	opts  Options
+	ready chan struct{}
+
+	mu      sync.Mutex
+	ctx     context.Context // Serve's; set before ready closes
+	folders map[string]*folder
+	stops   map[string]context.CancelFunc
+	conns   map[crypt.DeviceID]*peerConn
+	wg      sync.WaitGroup
+}
+
+// Options tune an Engine.
+type Options struct {
+	// Workers is the number of files pulled at once (default 8).
+	Workers int
+	// RescanInterval is the full rescan period (default 1 h).
+	RescanIntervalSeconds int
+	// WatchDelay is how long the watcher gathers events, in milliseconds
+	// (default 50).
+	WatchDelayMillis int
+	// DefaultFolderRoot is where accepted folder offers go when no path is
+	// given.
+	DefaultFolderRoot string
+}
+
+// New returns an engine for the node id with its database.
+func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, opts Options) *Engine {
+	if opts.Workers <= 0 {
+		opts.Workers = 8
+	}
+	if opts.RescanIntervalSeconds <= 0 {
+		opts.RescanIntervalSeconds = 3600
+	}
+	if opts.WatchDelayMillis <= 0 {
+		opts.WatchDelayMillis = 50
+	}
+	return &Engine{
+		id: id, db: database, log: log, opts: opts,
+		ready:   make(chan struct{}),
+		folders: map[string]*folder{},
+		stops:   map[string]context.CancelFunc{},
+		conns:   map[crypt.DeviceID]*peerConn{},
+	}
+}
+
+// Serve starts the configured folders and runs until ctx ends.
+func (e *Engine) Serve(ctx context.Context) error {
+	e.mu.Lock()
+	e.ctx = ctx
+	e.mu.Unlock()
+	close(e.ready)
+	if err := e.Reload(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	e.wg.Wait()
+	return nil
+}
+
+// Reload brings the running folders in line with the database: it starts
+// new folders, stops removed ones, restarts changed ones and tells every
+// connected peer the new configuration.
+func (e *Engine) Reload(ctx context.Context) error {
+	<-e.ready
+	cfgs, err := e.db.Folders(ctx)
+	if err != nil {
+		return err
+	}
+	want := map[string]db.Folder{}
+	for _, f := range cfgs {
+		want[f.ID] = f
+	}
+	e.mu.Lock()
+	base := e.ctx
+	var started []*folder
+	for id, f := range e.folders {
+		cfg, ok := want[id]
+		if !ok || cfg.Path != f.cfg.Path || cfg.Type != f.cfg.Type {
+			e.stops[id]()
+			delete(e.folders, id)
+			delete(e.stops, id)
+		}
+	}
+	for id, cfg := range want {
+		if f, ok := e.folders[id]; ok {
+			f.setConfig(cfg)
+			continue
+		}
+		f, err := newFolder(ctx, e, cfg)
+		if err != nil {
+			e.log.Error("starting folder", "folder", id, "err", err)
+			continue
+		}
+		fctx, stop := context.WithCancel(base)
+		e.folders[id] = f
+		e.stops[id] = stop
+		started = append(started, f)
+		e.wg.Go(func() { f.serve(fctx) })
+	}
+	conns := make([]*peerConn, 0, len(e.conns))
+	for _, pc := range e.conns {
+		conns = append(conns, pc)
+	}
+	e.mu.Unlock()
+	for _, f := range started {
+		if err := f.refreshShares(ctx); err != nil {
+			e.log.Warn("reading folder shares", "folder", f.cfg.ID, "err", err)
+		}
+	}
+	for _, pc := range conns {
+		pc.sendClusterConfig(ctx)
+		if err := pc.reconcile(); err != nil {
+			e.log.Warn("applying peer's folders", "device", pc.id.String(), "err", err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) folder(id string) *folder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.folders[id]
+}
+
+// Folders returns the running folders by ID.
+func (e *Engine) runningFolders() []*folder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*folder, 0, len(e.folders))
+	for _, f := range e.folders {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Scan asks a folder for an immediate full rescan.
+func (e *Engine) Scan(folderID string) error {
+	f := e.folder(folderID)
+	if f == nil {
+		return fmt.Errorf("%w: folder %q", db.ErrNotFound, folderID)
+	}
+	f.requestScan(nil)
+	return nil
+}
+
+// AllowDeletes lets a folder that stopped before a mass deletion go on.
+func (e *Engine) AllowDeletes(folderID string) error {
+	f := e.folder(folderID)
+	if f == nil {
+		return fmt.Errorf("%w: folder %q", db.ErrNotFound, folderID)
+	}
+	f.allowDeletes()
+	return nil
+}
+
+// indexID returns the random ID of this node's index of a folder, creating
+// it on first use. A new ID (a reset database) makes peers send everything
+// again and forget what they had of this node.
+func (e *Engine) indexID(ctx context.Context, folderID string) (uint64, error) {
+	key := "index-id/" + folderID
+	s, err := e.db.Setting(ctx, key)
+	if err == nil {
+		return strconv.ParseUint(s, 10, 64)
+	}
+	if !errors.Is(err, db.ErrNotFound) {
+		return 0, err
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	id := binary.BigEndian.Uint64(b[:]) | 1
+	return id, e.db.SetSetting(ctx, key, strconv.FormatUint(id, 10))
+}
+
+// peerIndexID is the index ID a peer last announced for a folder, 0 if none.
+func (e *Engine) peerIndexID(ctx context.Context, folderID string, peer crypt.DeviceID) uint64 {
+	s, err := e.db.Setting(ctx, "peer-index-id/"+folderID+"/"+peer.String())
+	if err != nil {
+		return 0
+	}
+	id, _ := strconv.ParseUint(s, 10, 64)
+	return id
+}
+
+func (e *Engine) setPeerIndexID(ctx context.Context, folderID string, peer crypt.DeviceID, id uint64) error {
+	return e.db.SetSetting(ctx, "peer-index-id/"+folderID+"/"+peer.String(), strconv.FormatUint(id, 10))
+}
+
+// conn returns the live connection to a peer, or nil.
+func (e *Engine) conn(id crypt.DeviceID) *peerConn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.conns[id]
+}
+
+var _ protocol.Model = (*Engine)(nil)

@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"sync"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/fsys"
+	"lockstep/sync/index"
+	"lockstep/sync/scan"
+)
+
+// Folder states reported in status.
+const (
+	StateIdle     = "idle"
+	StateScanning = "scanning"
+	StateSyncing  = "syncing"
+	StateError    = "error"
+)
+
+// folder is one synced folder: its files, its index and its loop.
+type folder struct {
+	e     *Engine
+	fs    *fsys.Root
+	set   *index.Set
+	short crypt.ShortID
+	log   *slog.Logger
+
+	pullCh chan struct{} // a peer's index changed: look at what is needed
+	scanCh chan struct{} // scanPaths has work
+
+	mu         sync.Mutex
+	cfg        db.Folder
+	shares     map[crypt.DeviceID]bool
+	state      string
+	err        string // error shown in status; the folder keeps running unless blocked
+	blocked    bool   // stopped before a mass deletion
+	allowMass  bool
+	scanAll    bool
+	scanPaths  []string
+	changed    chan struct{} // closed when the local index changes
+	pullTotal  int64         // bytes this pull needs
+	pullDone   int64         // bytes of it done
+	lastPulled time.Time
+}
+
+func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
+	if err := os.MkdirAll(cfg.Path, 0o755); err != nil {
+		return nil, fmt.Errorf("creating folder path: %w", err)
+	}
+	root, err := fsys.Open(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	set, err := index.Load(ctx, e.db, cfg.ID)
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return &folder{
+		e: e, fs: root, set: set, short: e.id.Short(),
+		log:     e.log.With("folder", cfg.ID),
+		pullCh:  make(chan struct{}, 1),
+		scanCh:  make(chan struct{}, 1),
+		cfg:     cfg,
+		shares:  map[crypt.DeviceID]bool{},
+		state:   StateIdle,
+		changed: make(chan struct{}),
+		scanAll: true,
+	}, nil
+}
+
+func (f *folder) setConfig(cfg db.Folder) {
+	f.mu.Lock()
+	f.cfg = cfg
+	f.mu.Unlock()
+	if err := f.refreshShares(context.Background()); err != nil {
+		f.log.Warn("reading folder shares", "err", err)
+	}
+}
+
+func (f *folder) refreshShares(ctx context.Context) error {
+	devs, err := f.e.db.FolderDevices(ctx, f.cfg.ID)
+	if err != nil && !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
+	m := map[crypt.DeviceID]bool{}
+	for _, d := range devs {
+		if id, err := crypt.ParseDeviceID(d); err == nil {
+			m[id] = true
+		}
+	}
+	f.mu.Lock()
+	f.shares = m
+	f.mu.Unlock()
+	f.requestPull()
+	return nil
+}
+
+func (f *folder) sharedWith(id crypt.DeviceID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shares[id]
+}
+
+func (f *folder) config() db.Folder {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg
+}
+
+// indexChanged returns a channel closed at the next local index change.
+func (f *folder) indexChanged() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *folder) notifyIndex() {
+	f.mu.Lock()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *folder) requestPull() {
+	select {
+	case f.pullCh <- struct{}{}:
+	default:
+	}
+}
+
+// requestScan asks for a scan of paths; nil or a "" entry means all.
+func (f *folder) requestScan(paths []string) {
+	f.mu.Lock()
+	if paths == nil {
+		f.scanAll = true
+	}
+	for _, p := range paths {
+		if p == "" {
+			f.scanAll = true
+		}
+	}
+	f.scanPaths = append(f.scanPaths, paths...)
+	f.mu.Unlock()
+	select {
+	case f.scanCh <- struct{}{}:
+	default:
+	}
+}
+
+func (f *folder) setState(s string) {
+	f.mu.Lock()
+	f.state = s
+	f.mu.Unlock()
+}
+
+func (f *folder) setError(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		f.err = ""
+		return
+	}
+	f.err = err.Error()
+}
+
+func (f *folder) allowDeletes() {
+	f.mu.Lock()
+	f.allowMass = true
+	f.blocked = false
+	f.err = ""
+	f.mu.Unlock()
+	f.requestPull()
+}
+
+func (f *folder) peerGone(crypt.DeviceID) {
+	// Pulls in flight from the peer fail on their own; a retry picks other
+	// sources.
+	f.requestPull()
+}
+
+// serve runs the folder until ctx ends.
+func (f *folder) serve(ctx context.Context) {
+	defer f.fs.Close()
+	f.removeTemps(ctx, ".")
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	w, err := scan.NewWatcher(f.config().Path, f.ignored, time.Duration(f.e.opts.WatchDelayMillis)*time.Millisecond)
+	if err != nil {
+		f.log.Warn("watching for changes failed; relying on periodic rescans", "err", err)
+	} else {
+		wg.Go(func() {
+			if err := w.Serve(ctx); err != nil && ctx.Err() == nil {
+				f.log.Warn("watcher stopped; relying on periodic rescans", "err", err)
+			}
+		})
+		wg.Go(func() {
+			for {
+				select {
+				case paths := <-w.Changes():
+					f.requestScan(paths)
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+
+	rescan := time.NewTicker(time.Duration(f.e.opts.RescanIntervalSeconds) * time.Second)
+	defer rescan.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	f.requestScan(nil)
+	for {
+		// Scans go first: a pull decides on the local state, which must be
+		// current.
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.scanCh:
+			f.runScan(ctx)
+			continue
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.scanCh:
+			f.runScan(ctx)
+		case <-rescan.C:
+			f.requestScan(nil)
+		case <-f.pullCh:
+			if again := f.runPull(ctx); again {
+				retry.Reset(10 * time.Second)
+			}
+		case <-retry.C:
+			f.requestPull()
+		}
+	}
+}
+
+// ignored is the watcher's filter; the scanner applies the full rules.
+func (f *folder) ignored(name string, isDir bool) bool {
+	base := path.Base(name)
+	return name == fsys.InternalDir || fsys.IsTemp(base)
+}
+
+func (f *folder) runScan(ctx context.Context) {
+	f.mu.Lock()
+	all, paths := f.scanAll, f.scanPaths
+	f.scanAll, f.scanPaths = false, nil
+	f.mu.Unlock()
+	if all {
+		paths = nil
+	} else if len(paths) == 0 {
+		return
+	}
+	f.setState(StateScanning)
+	err := f.scan(ctx, paths)
+	f.setState(StateIdle)
+	if err != nil && ctx.Err() == nil {
+		f.log.Warn("scan failed", "err", err)
+		f.setError(fmt.Errorf("scan: %w", err))
+		return
+	}
+	f.requestPull()
+}
+
+// removeTemps deletes temp files a crash left behind.
+func (f *folder) removeTemps(ctx context.Context, dir string) {
+	entries, err := f.fs.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		name := de.Name()
+		full := path.Join(dir, name)
+		if dir == "." {
+			full = name
+		}
+		switch {
+		case fsys.IsTemp(name):
+			if err := f.fs.Remove(full); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				f.log.Warn("removing a leftover temp file", "name", full, "err", err)
+			}
+		case de.IsDir() && de.Type()&fs.ModeSymlink == 0 && full != fsys.InternalDir:
+			f.removeTemps(ctx, full)
+		}
+	}
+}

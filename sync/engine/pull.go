@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"lockstep/chunk"
+	"lockstep/storage/db"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+// Pull tuning: blocks in flight per file, and bytes in flight in all.
+const (
+	blocksPerFile  = 8
+	maxBytesInAir  = 48 << 20
+	finisherBatch  = 512
+	massDeleteMinF = 4 // below this many local files the guard stays quiet
+)
+
+// errChangedLocally means a local file changed since it was scanned; it is
+// rescanned instead of being overwritten.
+var errChangedLocally = errors.New("changed locally since the last scan")
+
+// runPull brings the folder to the global state. It reports whether
+// something could not be pulled and a retry is due.
+func (f *folder) runPull(ctx context.Context) (retry bool) {
+	cfg := f.config()
+	if cfg.Type == db.SendOnly || cfg.Type == db.Encrypted {
+		return false
+	}
+	need := f.set.Need()
+	if len(need) == 0 {
+		return false
+	}
+	if f.guardMassDelete(need) {
+		return false
+	}
+	f.setState(StateSyncing)
+	defer f.setState(StateIdle)
+	var total int64
+	for _, r := range need {
+		if !r.Deleted {
+			total += r.Size
+		}
+	}
+	f.mu.Lock()
+	f.pullTotal, f.pullDone = total, 0
+	f.mu.Unlock()
+
+	var failed atomic.Int64
+	fail := func(r *index.Record, err error) {
+		failed.Add(1)
+		if errors.Is(err, errChangedLocally) {
+			f.requestScan([]string{r.Name})
+			f.log.Info("not replacing a file changed locally; rescanning it", "name", r.Name)
+			return
+		}
+		if ctx.Err() == nil {
+			f.log.Warn("pull failed", "name", r.Name, "err", err)
+		}
+	}
+
+	var files, deletes []index.Record
+	for i := range need {
+		r := &need[i]
+		switch {
+		case r.Deleted:
+			deletes = append(deletes, *r)
+		case r.Type == index.Dir:
+			if err := f.pullDir(ctx, r); err != nil {
+				fail(r, err)
+			}
+		default:
+			files = append(files, *r)
+		}
+	}
+	if len(files) > 0 {
+		f.pullFiles(ctx, files, fail)
+	}
+	for i := range deletes {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := f.pullDelete(ctx, &deletes[i]); err != nil {
+			fail(&deletes[i], err)
+		}
+	}
+	f.mu.Lock()
+	f.allowMass = false
+	f.mu.Unlock()
+	if failed.Load() == 0 {
+		f.setError(nil)
+	}
+	return failed.Load() > 0
+}
+
+// guardMassDelete stops the folder when peers' changes would delete more
+// than half of its files at once: more likely a wiped disk on a peer than a
+// wish. The user lets it go on with AllowDeletes.
+func (f *folder) guardMassDelete(need []index.Record) bool {
+	f.mu.Lock()
+	allowed := f.allowMass
+	f.mu.Unlock()
+	if allowed {
+		return false
+	}
+	var dels int64
+	for i := range need {
+		if need[i].Deleted && need[i].Type != index.Dir {
+			if l, ok := f.set.Local(need[i].Name); ok && !l.Deleted {
+				dels++
+			}
+		}
+	}
+	local := f.set.Counts().LocalFiles
+	if local < massDeleteMinF || dels*2 <= local {
+		return false
+	}
+	f.mu.Lock()
+	f.blocked = true
+	f.err = fmt.Sprintf("peers' changes would delete %d of %d files; stopped. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, f.cfg.ID)
+	f.mu.Unlock()
+	f.log.Warn("stopped before a mass deletion", "deletes", dels, "files", local)
+	return true
+}
+
+// done is a pulled item ready to be put in place.
+type done struct {
+	rec   index.Record  // the record that becomes local
+	tmp   string        // temp name to rename over rec.Name; "" for no rename
+	local *index.Record // the local record when the pull started
+}
+
+// pullFiles fetches files and symlinks with several workers, and commits
+// them in batches behind one durability barrier each.
+func (f *folder) pullFiles(ctx context.Context, files []index.Record, fail func(*index.Record, error)) {
+	sources := f.localBlocks()
+	mem := semaphore.NewWeighted(maxBytesInAir)
+	work := make(chan *index.Record)
+	out := make(chan done, finisherBatch)
+
+	var fin sync.WaitGroup
+	fin.Go(func() { f.finish(ctx, out, fail) })
+
+	var wg sync.WaitGroup
+	for range f.e.opts.Workers {
+		wg.Go(func() {
+			for r := range work {
+				d, err := f.pullOne(ctx, r, sources, mem)
+				if err != nil {
+					fail(r, err)
+					continue
+				}
+				out <- d
+			}
+		})
+	}
+	for i := range files {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- &files[i]
+	}
+	close(work)
+	wg.Wait()
+	close(out)
+	fin.Wait()
+}
+
+// pullOne prepares one file or symlink in a temp file.
+func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSources, mem *semaphore.Weighted) (done, error) {
+	d := done{rec: *r}
+	if l, ok := f.set.Local(r.Name); ok {
+		d.local = &l
+		if !l.Deleted && l.SameContent(r) {
+			// Same content from another device: adopt its version only.
+			d.rec.Inode = l.Inode
+			return d, nil
+		}
+	}
+	if existing, err := f.fs.CaseConflict(r.Name); err != nil {
+		return d, err
+	} else if existing != "" {
+		return d, fmt.Errorf("%q differs only in case from %q on this case-insensitive filesystem", r.Name, existing)
+	}
+	if dir := path.Dir(r.Name); dir != "." {
+		if err := f.fs.MkdirAll(dir, 0o755); err != nil {
+			return d, err
+		}
+	}
+	if r.Type == index.Symlink {
+		tmp := tempName(r.Name)
+		if err := f.fs.Symlink(r.Target, tmp); err != nil {
+			return d, err
+		}
+		d.tmp = tmp
+		return d, nil
+	}
+	file, tmp, err := f.fs.CreateTemp(r.Name)
+	if err != nil {
+		return d, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			file.Close()
+			f.fs.Remove(tmp)
+		}
+	}()
+	if err := file.Truncate(r.Size); err != nil {
+		return d, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(blocksPerFile)
+	for _, b := range r.Blocks {
+		if err := mem.Acquire(gctx, int64(b.Size)); err != nil {
+			break
+		}
+		g.Go(func() error {
+			defer mem.Release(int64(b.Size))
+			data, err := f.fetchBlock(gctx, r, b, sources)
+			if err != nil {
+				return err
+			}
+			if _, err := file.WriteAt(data, b.Offset); err != nil {
+				return err
+			}
+			f.mu.Lock()
+			f.pullDone += int64(b.Size)
+			f.mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return d, err
+	}
+	if err := ctx.Err(); err != nil {
+		return d, err
+	}
+	if err := file.Close(); err != nil {
+		return d, err
+	}
+	if err := f.fs.Chmod(tmp, fs.FileMode(r.Mode&0o777)); err != nil {
+		return d, err
+	}
+	if err := f.fs.Chtimes(tmp, unixNano(r.ModTime)); err != nil {
+		return d, err
+	}
+	ok = true
+	d.tmp = tmp
+	return d, nil
+}
+
+// fetchBlock gets a block's bytes from a local file that has them, else
+// from a peer that has the file's version; every source is hash-checked.
+func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block, sources blockSources) ([]byte, error) {
+	buf := make([]byte, b.Size)
+	for _, src := range sources[b.Hash] {
+		if f.readLocal(src, buf) && chunk.HashOf(buf) == b.Hash {
+			return buf, nil
+		}
+	}
+	peers := f.set.Has(r.Name, r.Version)
+	var lastErr error = errors.New("no connected device has it")
+	for _, p := range peers {
+		if !f.e.connected(p) {
+			continue
+		}
+		data, err := f.e.request(ctx, p, &protocol.Request{
+			Folder: f.cfg.ID, Name: r.Name, Offset: b.Offset, Size: b.Size, Hash: b.Hash[:],
+		})
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if len(data) != int(b.Size) || chunk.HashOf(data) != b.Hash {
+			lastErr = fmt.Errorf("block at %d from %s failed its hash check", b.Offset, p.Short())
+			f.log.Warn("peer sent a bad block", "name", r.Name, "device", p.String())
+			continue
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("block at offset %d: %w", b.Offset, lastErr)
+}
+
+// blockSource is where a block can be read locally.
+type blockSource struct {
+	name   string
+	offset int64
+}
+
+type blockSources map[chunk.Hash][]blockSource
+
+// localBlocks maps the hashes of local files' blocks to where they are, so
+// renamed or shifted data is copied instead of transferred. At most a few
+// places are kept per hash.
+func (f *folder) localBlocks() blockSources {
+	m := blockSources{}
+	f.set.EachLocal(func(r index.Record) error {
+		if r.Type != index.File {
+			return nil
+		}
+		for _, b := range r.Blocks {
+			if len(m[b.Hash]) < 3 {
+				m[b.Hash] = append(m[b.Hash], blockSource{r.Name, b.Offset})
+			}
+		}
+		return nil
+	})
+	return m
+}
+
+func (f *folder) readLocal(src blockSource, buf []byte) bool {
+	file, err := f.fs.Open(src.name)
+	if err != nil {
+		return false
+	}
+	defer file.Close()
+	n, _ := file.ReadAt(buf, src.offset)
+	return n == len(buf)
+}
+
+// readBlock serves a peer's request for a block of a local file.
+func (f *folder) readBlock(req *protocol.Request) ([]byte, error) {
+	if req.GetSize() == 0 || req.GetSize() > chunk.MaxSize || req.GetOffset() < 0 {
+		return nil, protocol.ErrInvalidFile
+	}
+	if _, err := fromWireName(req.GetName()); err != nil {
+		return nil, protocol.ErrInvalidFile
+	}
+	file, err := f.fs.Open(req.GetName())
+	if err != nil {
+		return nil, protocol.ErrNoSuchFile
+	}
+	defer file.Close()
+	buf := make([]byte, req.GetSize())
+	n, _ := file.ReadAt(buf, req.GetOffset())
+	if n != len(buf) {
+		return nil, protocol.ErrInvalidFile
+	}
+	if h := req.GetHash(); len(h) == chunk.HashSize && chunk.HashOf(buf) != chunk.Hash(h) {
+		// The file changed since it was indexed; the peer will try another
+		// source or wait for the new index.
+		return nil, protocol.ErrInvalidFile
+	}
+	return buf, nil
+}

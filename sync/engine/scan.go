@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strconv"
+	"time"
+
+	"github.com/restic/chunker"
+
+	"lockstep/storage/db"
+	"lockstep/sync/index"
+	"lockstep/sync/scan"
+)
+
+// scanBatch is how many changed records are committed at once.
+const scanBatch = 1000
+
+// known adapts the index to what the scanner asks: deleted records count
+// as absent.
+type known struct{ set *index.Set }
+
+func (k known) Local(name string) (index.Record, bool) {
+	r, ok := k.set.Local(name)
+	if !ok || r.Deleted {
+		return index.Record{}, false
+	}
+	return r, true
+}
+
+func (k known) EachLocal(fn func(index.Record) error) error { return k.set.EachLocal(fn) }
+
+// scan finds local changes under paths (all when nil), gives each a new
+// version and announces them.
+func (f *folder) scan(ctx context.Context, paths []string) error {
+	pol, err := f.polynomial(ctx)
+	if err != nil {
+		return err
+	}
+	ign, err := f.loadIgnore()
+	if err != nil {
+		f.log.Warn("reading .lockstepignore", "err", err)
+	}
+	cfg := f.config()
+	now := uint64(time.Now().Unix())
+	var batch []index.Record
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if _, err := f.set.UpdateLocal(ctx, batch); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		f.notifyIndex()
+		return nil
+	}
+	opts := scan.Options{
+		Polynomial: pol,
+		Ignore:     ign,
+		OnSkip: func(name string, err error) {
+			f.log.Info("not syncing", "name", name, "reason", err)
+		},
+	}
+	err = scan.Scan(ctx, f.fs, known{f.set}, paths, opts, func(r index.Record) error {
+		old, had := f.set.Local(r.Name)
+		switch {
+		case had && old.SameContent(&r) && !old.Deleted:
+			// Only local details changed (an inode after a copy): keep
+			// the version so peers need nothing.
+			r.Version, r.ModifiedBy, r.Flags = old.Version, old.ModifiedBy, old.Flags
+		case had && r.Deleted && old.Deleted:
+			return nil
+		default:
+			if had {
+				r.Version = old.Version
+			}
+			r.Version = r.Version.Update(f.short, now)
+			r.ModifiedBy = f.short
+			if cfg.Type == db.ReceiveOnly {
+				r.Flags |= index.FlagLocalOnly
+			}
+		}
+		batch = append(batch, r)
+		if len(batch) >= scanBatch {
+			return flush()
+		}
+		return nil
+	})
+	if ferr := flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// loadIgnore reads .lockstepignore; a missing file ignores nothing extra.
+func (f *folder) loadIgnore() (*scan.Matcher, error) {
+	file, err := f.fs.Open(".lockstepignore")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return scan.ParseIgnore(file)
+}
+
+// polynomial returns the folder's chunking polynomial, choosing a random
+// one on first use. Trusted peers adopt each other's (see adoptPolynomial)
+// so their block lists line up.
+func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
+	key := "polynomial/" + f.cfg.ID
+	s, err := f.e.db.Setting(ctx, key)
+	if err == nil {
+		v, err := strconv.ParseUint(s, 10, 64)
+		return chunker.Pol(v), err
+	}
+	if !errors.Is(err, db.ErrNotFound) {
+		return 0, err
+	}
+	p, err := chunker.RandomPolynomial()
+	if err != nil {
+		return 0, err
+	}
+	return p, f.e.db.SetSetting(ctx, key, strconv.FormatUint(uint64(p), 10))
+}
+
+// adoptPolynomial takes a peer's polynomial when it is smaller than ours:
+// both ends of a folder created independently converge on one, after which
+// edits chunk alike. Content stays correct either way; only reuse of local
+// blocks suffers while they differ.
+func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64) error {
+	if theirs == 0 || !chunker.Pol(theirs).Irreducible() {
+		return nil
+	}
+	mine, err := f.polynomial(ctx)
+	if err != nil {
+		return err
+	}
+	if theirs >= uint64(mine) {
+		return nil
+	}
+	return f.e.db.SetSetting(ctx, "polynomial/"+f.cfg.ID, strconv.FormatUint(theirs, 10))
+}

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"lockstep/crypt"
+	"lockstep/sync/index"
+)
+
+// FolderStatus is a folder's state for status reports.
+type FolderStatus struct {
+	ID    string
+	State string
+	Error string
+	index.Counts
+	// PullTotal and PullDone are the bytes of the pull under way.
+	PullTotal, PullDone int64
+	Peers               []PeerStatus
+}
+
+// PeerStatus is how far a peer sharing the folder is.
+type PeerStatus struct {
+	Device     crypt.DeviceID
+	Connected  bool
+	Completion float64
+}
+
+// FolderStatus reports a running folder's state; ok is false for a folder
+// that is not running.
+func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
+	f := e.folder(id)
+	if f == nil {
+		return st, false
+	}
+	f.mu.Lock()
+	st = FolderStatus{ID: id, State: f.state, Error: f.err, PullTotal: f.pullTotal, PullDone: f.pullDone}
+	if f.err != "" && (f.blocked || f.state == StateIdle) {
+		st.State = StateError
+	}
+	shares := make([]crypt.DeviceID, 0, len(f.shares))
+	for d := range f.shares {
+		shares = append(shares, d)
+	}
+	f.mu.Unlock()
+	st.Counts = f.set.Counts()
+	for _, d := range shares {
+		st.Peers = append(st.Peers, PeerStatus{Device: d, Connected: e.connected(d), Completion: f.set.Completion(d)})
+	}
+	return st, true
+}

@@ -1,0 +1,282 @@
+// Package test runs end-to-end tests against real lockstep processes: the
+// binary is built once, every node is a separate `lockstep serve` with its
+// own home, and all traffic stays on 127.0.0.1.
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the lockstep binary under test, built by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lockstep-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "lockstep")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/lockstep")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building lockstep:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what a CLI run produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs the binary with args and the given home.
+func run(t testing.TB, home string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"--home", home}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("running lockstep %v: %v", args, err)
+	}
+	return r
+}
+
+// mustRun runs the binary and fails the test unless it exits 0.
+func mustRun(t testing.TB, home string, args ...string) string {
+	t.Helper()
+	r := run(t, home, args...)
+	if r.code != 0 {
+		t.Fatalf("lockstep %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// node is a running `lockstep serve`.
+type node struct {
+	t      testing.TB
+	name   string
+	home   string
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan struct{}
+	err    error
+
+	ID     string
+	Listen string // tcp://127.0.0.1:PORT
+	GUI    string // http://127.0.0.1:PORT
+	apiKey string
+}
+
+// syncBuffer collects a process's output safely.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startNode starts a node with a fresh home (or home, if given) and waits
+// until it is ready.
+func startNode(t testing.TB, name string, extra ...string) *node {
+	t.Helper()
+	return startNodeIn(t, name, filepath.Join(t.TempDir(), name), extra...)
+}
+
+func startNodeIn(t testing.TB, name, homeDir string, extra ...string) *node {
+	t.Helper()
+	n := &node{t: t, name: name, home: homeDir, log: &syncBuffer{}, exited: make(chan struct{})}
+	args := append([]string{"--home", homeDir, "serve", "--listen", "tcp://127.0.0.1:0", "--gui", "127.0.0.1:0", "--name", name, "--log-level", "debug"}, extra...)
+	n.cmd = exec.Command(binary, args...)
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		n.err = n.cmd.Wait()
+		close(n.exited)
+	}()
+	t.Cleanup(func() {
+		n.stop()
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", name, n.log.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-n.exited:
+			t.Fatalf("%s exited before it was ready: %v\n%s", name, n.err, n.log.String())
+		default:
+		}
+		b, err := os.ReadFile(filepath.Join(homeDir, "serve.json"))
+		if err == nil {
+			var info struct {
+				DeviceID string   `json:"deviceID"`
+				Listen   []string `json:"listen"`
+				GUI      string   `json:"gui"`
+				PID      int      `json:"pid"`
+			}
+			if json.Unmarshal(b, &info) == nil && info.PID == n.cmd.Process.Pid {
+				n.ID, n.GUI = info.DeviceID, info.GUI
+				if len(info.Listen) > 0 {
+					n.Listen = info.Listen[0]
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30s\n%s", name, n.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	key, err := os.ReadFile(filepath.Join(homeDir, "apikey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.apiKey = strings.TrimSpace(string(key))
+	return n
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (n *node) stop() error {
+	select {
+	case <-n.exited:
+		return n.err
+	default:
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.exited
+		return errors.New("did not stop within 30s of SIGTERM")
+	}
+	return n.err
+}
+
+// kill stops the node with SIGKILL, as a crash would.
+func (n *node) kill() {
+	n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// cli runs a CLI command against this node's home.
+func (n *node) cli(args ...string) string {
+	n.t.Helper()
+	return mustRun(n.t, n.home, args...)
+}
+
+// get fetches a REST path with the API key and decodes JSON into out.
+func (n *node) get(path string, out any) {
+	n.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, n.GUI+path, nil)
+	req.Header.Set("X-API-Key", n.apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		n.t.Fatalf("GET %s on %s: %v", path, n.name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		n.t.Fatalf("GET %s on %s: %s: %s", path, n.name, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		n.t.Fatalf("GET %s on %s: %v: %s", path, n.name, err, b)
+	}
+}
+
+// status is the part of /rest/status the tests read.
+type status struct {
+	DeviceID string `json:"deviceID"`
+	Devices  []struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Connected bool   `json:"connected"`
+		Untrusted bool   `json:"untrusted"`
+	} `json:"devices"`
+	Folders []json.RawMessage `json:"folders"`
+}
+
+func (n *node) status() status {
+	var st status
+	n.get("/rest/status", &st)
+	return st
+}
+
+// connectedTo reports whether n's status shows id as connected.
+func (n *node) connectedTo(id string) bool {
+	for _, d := range n.status().Devices {
+		if d.ID == id {
+			return d.Connected
+		}
+	}
+	return false
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// httpGet returns the status code of a GET with an optional API key.
+func httpGet(url, key string) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

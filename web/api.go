@@ -1,0 +1,109 @@
+package web
+
+import "time"
+
+// The JSON shapes of the REST API (CONTRACT.md). The CLI decodes the same
+// types, so a renamed field breaks its tests, not just its users.
+
+// Status is GET /rest/status.
+type Status struct {
+	DeviceID string         `json:"deviceID"`
+	Folders  []FolderStatus `json:"folders"`
+	Devices  []DeviceStatus `json:"devices"`
+}
+
+// FolderStatus is one folder in Status.
+type FolderStatus struct {
+	ID          string `json:"id"`
+	Label       string `json:"label,omitempty"`
+	Path        string `json:"path,omitempty"`
+	Type        string `json:"type"`
+	State       string `json:"state"`
+	Error       string `json:"error,omitempty"`
+	LocalFiles  int64  `json:"localFiles"`
+	LocalBytes  int64  `json:"localBytes"`
+	GlobalFiles int64  `json:"globalFiles"`
+	GlobalBytes int64  `json:"globalBytes"`
+	NeedFiles   int64  `json:"needFiles"`
+	NeedBytes   int64  `json:"needBytes"`
+	// PullBytesTotal and PullBytesDone measure the pull under way.
+	PullBytesTotal int64        `json:"pullBytesTotal,omitempty"`
+	PullBytesDone  int64        `json:"pullBytesDone,omitempty"`
+	Peers          []PeerStatus `json:"peers"`
+}
+
+// PeerStatus is a device a folder is shared with.
+type PeerStatus struct {
+	Device     string  `json:"device"`
+	Connected  bool    `json:"connected"`
+	Completion float64 `json:"completion"`
+}
+
+// DeviceStatus is one known device in Status and GET /rest/devices.
+type DeviceStatus struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Addresses []string   `json:"addresses"`
+	Connected bool       `json:"connected"`
+	Address   string     `json:"address,omitempty"` // of the live connection
+	Untrusted bool       `json:"untrusted"`
+	LastSeen  *time.Time `json:"lastSeen,omitempty"`
+}
+
+// AddDevice is the body of POST /rest/devices.
+type AddDevice struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	Untrusted bool     `json:"untrusted"`
+}
+
+// Pending is GET /rest/pending.
+type Pending struct {
+	Devices []PendingDevice `json:"devices"`
+	Folders []PendingFolder `json:"folders"`
+}
+
+// PendingDevice is a device that tried to connect but is not known.
+type PendingDevice struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Address   string    `json:"address"`
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+}
+
+// PendingFolder is a folder a known device offered to share.
+type PendingFolder struct {
+	Device    string    `json:"device"`
+	Folder    string    `json:"folder"`
+	Label     string    `json:"label,omitempty"`
+	FirstSeen time.Time `json:"firstSeen"`
+}
+
+// Accept is the body of POST /rest/pending/accept: a device ID or a folder
+// ID. Path is where an accepted folder goes (default: the node's folder
+// root joined with the folder ID).
+type Accept struct {
+	ID   string `json:"id"`
+	Path string `json:"path,omitempty"`
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// AddFolder is the body of POST /rest/folders.
+type AddFolder struct {
+	ID    string `json:"id"`
+	Path  string `json:"path"`
+	Label string `json:"label"`
+	Type  string `json:"type"`
+}
+
+// ShareFolder is the body of POST /rest/folders/{id}/share.
+type ShareFolder struct {
+	Device   string `json:"device"`
+	Password string `json:"password,omitempty"`
+}

@@ -1,0 +1,82 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Client talks to a node's REST API with its API key. The CLI is one.
+type Client struct {
+	BaseURL string
+	APIKey  string
+	HTTP    *http.Client
+}
+
+// ErrUnreachable means nothing answered at the client's address: the daemon
+// is not running (a stale serve.json is left behind by a crash).
+var ErrUnreachable = errors.New("the lockstep daemon is not running")
+
+// APIError is an error response from the API.
+type APIError struct {
+	Code    int
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Do sends a request with an optional JSON body and decodes a JSON answer
+// into out (unless out is nil).
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-API-Key", c.APIKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 5 * time.Minute}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w (nothing answers at %s)", ErrUnreachable, c.BaseURL)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+		}
+		return &APIError{Code: resp.StatusCode, Message: e.Error}
+	}
+	if out == nil {
+		_, err := io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}

@@ -1,0 +1,280 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"regexp"
+
+	"github.com/labstack/echo/v4"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/engine"
+)
+
+// Engine is what the API needs from the sync engine.
+type Engine interface {
+	Reload(ctx context.Context) error
+	Scan(folderID string) error
+	AllowDeletes(folderID string) error
+	FolderStatus(folderID string) (engine.FolderStatus, bool)
+}
+
+func (s *Server) folderRoutes(r *echo.Group) {
+	r.GET("/folders", s.getFolders)
+	r.POST("/folders", s.postFolder)
+	r.DELETE("/folders/:id", s.deleteFolder)
+	r.POST("/folders/:id/share", s.postShare)
+	r.DELETE("/folders/:id/share/:device", s.deleteShare)
+	r.POST("/folders/:id/scan", s.postScan)
+	r.POST("/folders/:id/allow-deletes", s.postAllowDeletes)
+}
+
+var folderIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
+	folders, err := s.cfg.DB.Folders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, ci := range s.cfg.Conns.Connections() {
+		live[ci.ID.String()] = true
+	}
+	out := make([]FolderStatus, 0, len(folders))
+	for _, f := range folders {
+		fs := FolderStatus{ID: f.ID, Label: f.Label, Path: f.Path, Type: string(f.Type), State: "idle", Peers: []PeerStatus{}}
+		if st, ok := s.cfg.Engine.FolderStatus(f.ID); ok {
+			fs.State, fs.Error = st.State, st.Error
+			fs.LocalFiles, fs.LocalBytes = st.LocalFiles, st.LocalBytes
+			fs.GlobalFiles, fs.GlobalBytes = st.GlobalFiles, st.GlobalBytes
+			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
+			if fs.State == "syncing" {
+				fs.PullBytesTotal, fs.PullBytesDone = st.PullTotal, st.PullDone
+			}
+			for _, p := range st.Peers {
+				fs.Peers = append(fs.Peers, PeerStatus{Device: p.Device.String(), Connected: p.Connected, Completion: p.Completion})
+			}
+		} else {
+			shared, err := s.cfg.DB.FolderDevices(ctx, f.ID)
+			if err != nil && !errors.Is(err, db.ErrNotFound) {
+				return nil, err
+			}
+			for _, d := range shared {
+				fs.Peers = append(fs.Peers, PeerStatus{Device: d, Connected: live[d]})
+			}
+			if f.Error != "" {
+				fs.State, fs.Error = "error", f.Error
+			}
+		}
+		out = append(out, fs)
+	}
+	return out, nil
+}
+
+func (s *Server) getFolders(c echo.Context) error {
+	out, err := s.folderStatuses(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) postFolder(c echo.Context) error {
+	var req AddFolder
+	if err := c.Bind(&req); err != nil {
+		return badRequest("invalid JSON body")
+	}
+	f, err := s.addFolder(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, FolderStatus{ID: f.ID, Label: f.Label, Path: f.Path, Type: string(f.Type), State: "idle", Peers: []PeerStatus{}})
+}
+
+func (s *Server) addFolder(ctx context.Context, req AddFolder) (db.Folder, error) {
+	if !folderIDPattern.MatchString(req.ID) {
+		return db.Folder{}, badRequest("folder ID must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	if req.Path == "" {
+		return db.Folder{}, badRequest("a folder needs a path")
+	}
+	if !filepath.IsAbs(req.Path) {
+		return db.Folder{}, badRequest("the folder path must be absolute")
+	}
+	typ := db.FolderType(req.Type)
+	if req.Type == "" {
+		typ = db.SendReceive
+	}
+	if !typ.Valid() {
+		return db.Folder{}, badRequest(fmt.Sprintf("unknown folder type %q: want sendreceive, sendonly, receiveonly or encrypted", req.Type))
+	}
+	if _, err := s.cfg.DB.Folder(ctx, req.ID); err == nil {
+		return db.Folder{}, echo.NewHTTPError(http.StatusConflict, fmt.Sprintf("folder %q exists already", req.ID))
+	}
+	folders, err := s.cfg.DB.Folders(ctx)
+	if err != nil {
+		return db.Folder{}, err
+	}
+	clean := filepath.Clean(req.Path)
+	for _, f := range folders {
+		if overlaps(f.Path, clean) {
+			return db.Folder{}, badRequest(fmt.Sprintf("path overlaps folder %q at %s", f.ID, f.Path))
+		}
+	}
+	f := db.Folder{ID: req.ID, Label: req.Label, Path: clean, Type: typ}
+	if err := s.cfg.DB.PutFolder(ctx, f); err != nil {
+		return db.Folder{}, err
+	}
+	return f, s.cfg.Engine.Reload(ctx)
+}
+
+// overlaps reports whether one path is inside the other (or equal).
+func overlaps(a, b string) bool {
+	rel, err := filepath.Rel(a, b)
+	if err == nil && (rel == "." || !filepath.IsAbs(rel) && rel != ".." && !hasDotDotPrefix(rel)) {
+		return true
+	}
+	rel, err = filepath.Rel(b, a)
+	return err == nil && rel != ".." && !hasDotDotPrefix(rel)
+}
+
+func hasDotDotPrefix(rel string) bool {
+	return len(rel) >= 3 && rel[:3] == ".."+string(filepath.Separator)
+}
+
+func (s *Server) deleteFolder(c echo.Context) error {
+	ctx := c.Request().Context()
+	if err := s.cfg.DB.RemoveFolder(ctx, c.Param("id")); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no folder %q", c.Param("id")))
+		}
+		return err
+	}
+	if err := s.cfg.Engine.Reload(ctx); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) postShare(c echo.Context) error {
+	ctx := c.Request().Context()
+	var req ShareFolder
+	if err := c.Bind(&req); err != nil {
+		return badRequest("invalid JSON body")
+	}
+	f, err := s.cfg.DB.Folder(ctx, c.Param("id"))
+	if err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no folder %q", c.Param("id")))
+		}
+		return err
+	}
+	id, err := crypt.ParseDeviceID(req.Device)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	d, err := s.cfg.DB.Device(ctx, id.String())
+	if err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return badRequest(fmt.Sprintf("device %s is not known; add it first", id))
+		}
+		return err
+	}
+	switch {
+	case d.Untrusted && req.Password == "":
+		return badRequest("sharing with an untrusted device needs a password (--password-file)")
+	case !d.Untrusted && req.Password != "":
+		return badRequest("a password is only for untrusted devices; this one is trusted")
+	case d.Untrusted:
+		return echo.NewHTTPError(http.StatusNotImplemented, "sharing with untrusted receivers is not available yet")
+	}
+	if err := s.cfg.DB.ShareFolder(ctx, f.ID, d.ID); err != nil {
+		return err
+	}
+	if err := s.cfg.DB.RemovePendingFolder(ctx, d.ID, f.ID); err != nil && !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
+	if err := s.cfg.Engine.Reload(ctx); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) deleteShare(c echo.Context) error {
+	ctx := c.Request().Context()
+	id, err := crypt.ParseDeviceID(c.Param("device"))
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	if err := s.cfg.DB.UnshareFolder(ctx, c.Param("id"), id.String()); err != nil {
+		return err
+	}
+	if err := s.cfg.Engine.Reload(ctx); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) postScan(c echo.Context) error {
+	if err := s.cfg.Engine.Scan(c.Param("id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) postAllowDeletes(c echo.Context) error {
+	if err := s.cfg.Engine.AllowDeletes(c.Param("id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// acceptFolder accepts a folder offer: the folder is created at path (or
+// under the default root) and shared with every device that offered it.
+func (s *Server) acceptFolder(c echo.Context, folderID, path string) error {
+	ctx := c.Request().Context()
+	offers, err := s.cfg.DB.PendingFolders(ctx)
+	if err != nil {
+		return err
+	}
+	var devices []string
+	label := ""
+	for _, o := range offers {
+		if o.FolderID == folderID {
+			devices = append(devices, o.DeviceID)
+			label = o.Label
+		}
+	}
+	if len(devices) == 0 {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("nothing pending is called %q", folderID))
+	}
+	if path == "" {
+		if s.cfg.FolderRoot == "" {
+			return badRequest("give the folder a path (--path)")
+		}
+		path = filepath.Join(s.cfg.FolderRoot, folderID)
+	}
+	if _, err := s.cfg.DB.Folder(ctx, folderID); errors.Is(err, db.ErrNotFound) {
+		if _, err := s.addFolder(ctx, AddFolder{ID: folderID, Path: path, Label: label}); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	for _, d := range devices {
+		if err := s.cfg.DB.ShareFolder(ctx, folderID, d); err != nil {
+			return err
+		}
+		if err := s.cfg.DB.RemovePendingFolder(ctx, d, folderID); err != nil && !errors.Is(err, db.ErrNotFound) {
+			return err
+		}
+	}
+	if err := s.cfg.Engine.Reload(ctx); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

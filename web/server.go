@@ -1,0 +1,167 @@
+// Package web serves a node's REST API (JSON under /rest/), its health and
+// metrics endpoints, and later its console pages, with Echo.
+//
+// Every route but /healthz needs the API key (X-API-Key) or a console
+// session. Handlers translate errors into {"error": "..."} with a 4xx code
+// for the caller's mistakes and 5xx for the node's own trouble.
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/connections"
+)
+
+// Connections is what the API needs from the connection service.
+type Connections interface {
+	Connections() []connections.Info
+	Reload()
+}
+
+// Config configures a Server.
+type Config struct {
+	ID     crypt.DeviceID
+	DB     *db.DB
+	Conns  Connections
+	Engine Engine
+	APIKey string
+	// FolderRoot is where accepted folder offers go by default.
+	FolderRoot string
+	Logger *slog.Logger
+}
+
+// Server is the HTTP side of a node.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// New binds addr and builds the routes; Serve starts answering.
+func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := checkLoopback(addr); err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), ln: ln}
+	e := s.echo
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.errorHandler
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r := e.Group("/rest", s.requireAuth)
+	s.restRoutes(r)
+	s.srv = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// checkLoopback refuses to expose the API beyond this machine until the
+// console has its login and HTTPS (issue: web console).
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return errors.New("the console and REST API listen on loopback only (give --gui 127.0.0.1:PORT)")
+	}
+	return nil
+}
+
+// URL is the base URL the server answers on.
+func (s *Server) URL() string {
+	return "http://" + s.ln.Addr().String()
+}
+
+// Serve answers requests until ctx is canceled, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// Handler exposes the routes for tests.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) requireAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key := c.Request().Header.Get("X-API-Key")
+		if key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1 {
+			return next(c)
+		}
+		return echo.NewHTTPError(http.StatusUnauthorized, "authentication required")
+	}
+}
+
+// errorHandler renders every error as {"error": "..."}. Errors that are not
+// HTTP errors are the node's own trouble: 500, logged.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code := http.StatusInternalServerError
+	msg := err.Error()
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he):
+		code = he.Code
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		} else {
+			msg = http.StatusText(code)
+		}
+	case errors.Is(err, db.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, db.ErrConstraint):
+		code = http.StatusBadRequest
+	}
+	if code >= 500 {
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+	}
+	if c.Request().Method == http.MethodHead {
+		c.NoContent(code)
+		return
+	}
+	c.JSON(code, Error{Error: msg})
+}
+
+func badRequest(msg string) error {
+	return echo.NewHTTPError(http.StatusBadRequest, msg)
+}
