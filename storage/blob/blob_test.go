@@ -28,9 +28,9 @@ func TestValidKey(t *testing.T) {
 	for key, want := range map[string]bool{
 		"a": true, "a/b": true, "0": true, "a.b-c_d": true, "a/b.": true, "a/-": true,
 		strings.Repeat("a", 255): true, strings.Repeat("a", 256): false,
-		strings.Repeat("ab/", 341) + "x": true, // 1024 bytes
+		strings.Repeat("ab/", 341) + "x":  true,  // 1024 bytes
 		strings.Repeat("ab/", 341) + "xy": false, // 1025 bytes
-		"": false, "/": false, "/a": false, "a/": false, "a//b": false,
+		"":                                false, "/": false, "/a": false, "a/": false, "a//b": false,
 		".a": false, "a/.b": false, ".": false, "..": false, "../a": false,
 		"A": false, "a b": false, "a\x00": false, "é": false, "a\\b": false, "a:b": false,
 	} {
@@ -48,9 +48,9 @@ func TestValidPrefix(t *testing.T) {
 	for prefix, want := range map[string]bool{
 		"": true, "a": true, "a/": true, "a/b": true, "a/b/": true, "ab": true,
 		strings.Repeat("a", 1023) + "/": false, // no key can follow it
-		strings.Repeat("ab/", 341): true,       // 1023 bytes: "x" may follow
-		strings.Repeat("a", 255): true,
-		"/": false, "/a": false, "a//": false, ".": false, "a/.": false, "A": false, "a b": false,
+		strings.Repeat("ab/", 341):      true,  // 1023 bytes: "x" may follow
+		strings.Repeat("a", 255):        true,
+		"/":                             false, "/a": false, "a//": false, ".": false, "a/.": false, "A": false, "a b": false,
 	} {
 		if err := blob.ValidPrefix(prefix); (err == nil) != want {
 			t.Errorf("ValidPrefix(%q) = %v, want valid %v", prefix, err, want)
