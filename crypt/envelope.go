@@ -170,6 +170,9 @@ func openEnvelope(env, password []byte, maxLogN int) (FolderKey, error) {
 // recovery recipient (public key) can make an envelope this opens. Keep
 // recovery recipients private, or check the key against another copy.
 func OpenEnvelopeWithIdentity(env []byte, id *age.X25519Identity) (FolderKey, error) {
+	if id == nil {
+		return FolderKey{}, fmt.Errorf("opening envelope: %w: no identity given", ErrEnvelope)
+	}
 	e, err := parseEnvelope(env)
 	if err != nil {
 		return FolderKey{}, fmt.Errorf("opening envelope: %w", err)

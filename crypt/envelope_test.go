@@ -66,6 +66,9 @@ func TestEnvelopeRecovery(t *testing.T) {
 			t.Fatalf("recovery open = %x, %v", got, err)
 		}
 	}
+	if _, err := OpenEnvelopeWithIdentity(env, nil); !errors.Is(err, ErrEnvelope) {
+		t.Fatalf("nil identity: err = %v, want ErrEnvelope", err)
+	}
 	if _, err := OpenEnvelopeWithIdentity(env, stranger); !errors.Is(err, ErrEnvelope) {
 		t.Fatalf("stranger: err = %v, want ErrEnvelope", err)
 	}

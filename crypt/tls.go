@@ -24,8 +24,9 @@ func (e *UnknownDeviceError) Error() string {
 // certificate and requiring one from the client. Certificate chains are not
 // validated (certificates are self-signed); instead the client's key must
 // hash to a device ID for which trusted returns true, else the handshake
-// fails with *UnknownDeviceError. trusted is called once per handshake, from
-// the handshaking goroutine, and must be safe for concurrent use.
+// fails with *UnknownDeviceError. trusted must not be nil; it is called once
+// per handshake, from the handshaking goroutine, and must be safe for
+// concurrent use.
 func ServerTLSConfig(id *Identity, trusted func(DeviceID) bool) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
