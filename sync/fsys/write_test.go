@@ -225,4 +225,3 @@ func TestStructuralNames(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
