@@ -126,6 +126,9 @@ func startNodeIn(t testing.TB, name, homeDir string, extra ...string) *node {
 	args := append([]string{"--home", homeDir, "serve", "--listen", "tcp://127.0.0.1:0", "--gui", "127.0.0.1:0", "--name", name, "--log-level", "debug"}, extra...)
 	n.cmd = exec.Command(binary, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	if dir := os.Getenv("LOCKSTEP_PROFILE_DIR"); dir != "" {
+		n.cmd.Env = append(os.Environ(), "LOCKSTEP_CPUPROFILE="+filepath.Join(dir, name+".pprof"))
+	}
 	if err := n.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}

@@ -27,9 +27,13 @@ type FolderStatus struct {
 	NeedFiles   int64  `json:"needFiles"`
 	NeedBytes   int64  `json:"needBytes"`
 	// PullBytesTotal and PullBytesDone measure the pull under way.
-	PullBytesTotal int64        `json:"pullBytesTotal,omitempty"`
-	PullBytesDone  int64        `json:"pullBytesDone,omitempty"`
-	Peers          []PeerStatus `json:"peers"`
+	PullBytesTotal int64 `json:"pullBytesTotal,omitempty"`
+	PullBytesDone  int64 `json:"pullBytesDone,omitempty"`
+	// PulledBytes and ReusedBytes count, since the node started, block
+	// bytes fetched from peers and those copied from local files instead.
+	PulledBytes int64        `json:"pulledBytes"`
+	ReusedBytes int64        `json:"reusedBytes"`
+	Peers       []PeerStatus `json:"peers"`
 }
 
 // PeerStatus is a device a folder is shared with.

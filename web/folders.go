@@ -52,6 +52,7 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.LocalFiles, fs.LocalBytes = st.LocalFiles, st.LocalBytes
 			fs.GlobalFiles, fs.GlobalBytes = st.GlobalFiles, st.GlobalBytes
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
+			fs.PulledBytes, fs.ReusedBytes = st.PulledBytes, st.ReusedBytes
 			if fs.State == "syncing" {
 				fs.PullBytesTotal, fs.PullBytesDone = st.PullTotal, st.PullDone
 			}

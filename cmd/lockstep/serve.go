@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +35,17 @@ func newServe(g *globals) *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			slog.SetDefault(log)
+			if path := os.Getenv("LOCKSTEP_CPUPROFILE"); path != "" {
+				// A debugging aid for measuring whole-process runs.
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log}
 			if noGUI {
 				opts.GUI = ""

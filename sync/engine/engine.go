@@ -51,7 +51,8 @@ type Engine struct {
 
 // Options tune an Engine.
 type Options struct {
-	// Workers is the number of files pulled at once (default 8).
+	// Workers is the number of files pulled at once (default 16: small
+	// files are bound by round trips and file system calls, not bandwidth).
 	Workers int
 	// RescanInterval is the full rescan period (default 1 h).
 	RescanIntervalSeconds int
@@ -66,7 +67,7 @@ type Options struct {
 // New returns an engine for the node id with its database.
 func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, opts Options) *Engine {
 	if opts.Workers <= 0 {
-		opts.Workers = 8
+		opts.Workers = 16
 	}
 	if opts.RescanIntervalSeconds <= 0 {
 		opts.RescanIntervalSeconds = 3600

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"lockstep/crypt"
@@ -50,6 +51,10 @@ type folder struct {
 	pullTotal  int64         // bytes this pull needs
 	pullDone   int64         // bytes of it done
 	lastPulled time.Time
+
+	// Since start: block bytes fetched from peers, and copied from local
+	// files instead.
+	pulledBytes, reusedBytes atomic.Int64
 }
 
 func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {

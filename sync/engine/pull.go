@@ -266,6 +266,7 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 	buf := make([]byte, b.Size)
 	for _, src := range sources[b.Hash] {
 		if f.readLocal(src, buf) && chunk.HashOf(buf) == b.Hash {
+			f.reusedBytes.Add(int64(b.Size))
 			return buf, nil
 		}
 	}
@@ -287,6 +288,7 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 			f.log.Warn("peer sent a bad block", "name", r.Name, "device", p.String())
 			continue
 		}
+		f.pulledBytes.Add(int64(b.Size))
 		return data, nil
 	}
 	return nil, fmt.Errorf("block at offset %d: %w", b.Offset, lastErr)

@@ -13,7 +13,10 @@ type FolderStatus struct {
 	index.Counts
 	// PullTotal and PullDone are the bytes of the pull under way.
 	PullTotal, PullDone int64
-	Peers               []PeerStatus
+	// PulledBytes and ReusedBytes count, since the node started, block
+	// bytes fetched from peers and those copied from local files instead.
+	PulledBytes, ReusedBytes int64
+	Peers                    []PeerStatus
 }
 
 // PeerStatus is how far a peer sharing the folder is.
@@ -41,6 +44,7 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	}
 	f.mu.Unlock()
 	st.Counts = f.set.Counts()
+	st.PulledBytes, st.ReusedBytes = f.pulledBytes.Load(), f.reusedBytes.Load()
 	for _, d := range shares {
 		st.Peers = append(st.Peers, PeerStatus{Device: d, Connected: e.connected(d), Completion: f.set.Completion(d)})
 	}

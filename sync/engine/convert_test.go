@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"lockstep/chunk"
+	"lockstep/crypt"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+func sampleRecord() index.Record {
+	data := []byte("hello world")
+	return index.Record{
+		Name: "dir/ünï file.txt", Type: index.File, Size: int64(len(data)), Mode: 0o640,
+		ModTime: 1700000000123456789, Version: index.Vector{{ID: 3, Value: 7}, {ID: 9, Value: 1}},
+		Blocks:   []index.Block{{Offset: 0, Size: uint32(len(data)), Hash: chunk.HashOf(data)}},
+		Sequence: 42, ModifiedBy: 9,
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	r := sampleRecord()
+	got, err := fromWire(toWire(&r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.SameContent(&r) || got.Version.Compare(r.Version) != index.Equal || got.Sequence != 42 || got.ModifiedBy != 9 || got.Name != r.Name {
+		t.Fatalf("round trip changed the record:\n%+v\n%+v", r, got)
+	}
+	link := index.Record{Name: "l", Type: index.Symlink, Target: "../x", Version: index.Vector{{ID: 1, Value: 1}}}
+	if got, err := fromWire(toWire(&link)); err != nil || got.Target != "../x" || got.Type != index.Symlink {
+		t.Fatalf("symlink: %+v %v", got, err)
+	}
+}
+
+func TestFromWireRefusesMalformed(t *testing.T) {
+	mutate := func(f func(fi *protocol.FileInfo)) *protocol.FileInfo {
+		r := sampleRecord()
+		fi := toWire(&r)
+		f(fi)
+		return fi
+	}
+	cases := map[string]*protocol.FileInfo{
+		"dotdot":         mutate(func(fi *protocol.FileInfo) { fi.Name = "../x" }),
+		"absolute":       mutate(func(fi *protocol.FileInfo) { fi.Name = "/etc/passwd" }),
+		"internal":       mutate(func(fi *protocol.FileInfo) { fi.Name = ".lockstep/versions/x" }),
+		"temp":           mutate(func(fi *protocol.FileInfo) { fi.Name = ".lockstep-tmp-1" }),
+		"empty version":  mutate(func(fi *protocol.FileInfo) { fi.Version = nil }),
+		"negative size":  mutate(func(fi *protocol.FileInfo) { fi.Size = -1 }),
+		"size mismatch":  mutate(func(fi *protocol.FileInfo) { fi.Size++ }),
+		"gap":            mutate(func(fi *protocol.FileInfo) { fi.Blocks[0].Offset = 1 }),
+		"short hash":     mutate(func(fi *protocol.FileInfo) { fi.Blocks[0].Hash = fi.Blocks[0].Hash[:31] }),
+		"huge block":     mutate(func(fi *protocol.FileInfo) { fi.Blocks[0].Size = chunk.MaxSize + 1; fi.Size = chunk.MaxSize + 1 }),
+		"zero block":     mutate(func(fi *protocol.FileInfo) { fi.Blocks[0].Size = 0; fi.Size = 0 }),
+		"unknown type":   mutate(func(fi *protocol.FileInfo) { fi.Type = 9 }),
+		"dir blocks":     mutate(func(fi *protocol.FileInfo) { fi.Type = protocol.FileInfoType_FILE_INFO_TYPE_DIRECTORY }),
+		"symlink empty":  mutate(func(fi *protocol.FileInfo) { fi.Type = protocol.FileInfoType_FILE_INFO_TYPE_SYMLINK; fi.Blocks = nil }),
+		"deleted blocks": mutate(func(fi *protocol.FileInfo) { fi.Deleted = true }),
+	}
+	for name, fi := range cases {
+		if _, err := fromWire(fi); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// FuzzFromWire: any record a peer sends either is refused or becomes a
+// record whose name is valid and whose blocks tile its size exactly.
+func FuzzFromWire(f *testing.F) {
+	r := sampleRecord()
+	seed, _ := proto.Marshal(toWire(&r))
+	f.Add(seed)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fi protocol.FileInfo
+		if proto.Unmarshal(b, &fi) != nil {
+			return
+		}
+		rec, err := fromWire(&fi)
+		if err != nil {
+			return
+		}
+		if strings.Contains(rec.Name, "..") && strings.Contains("/"+rec.Name+"/", "/../") {
+			t.Fatalf("accepted %q", rec.Name)
+		}
+		var off int64
+		for _, b := range rec.Blocks {
+			if b.Offset != off || b.Size == 0 || b.Size > chunk.MaxSize {
+				t.Fatalf("bad block %+v", b)
+			}
+			off += int64(b.Size)
+		}
+		if rec.Type == index.File && !rec.Deleted && off != rec.Size {
+			t.Fatalf("blocks cover %d of %d", off, rec.Size)
+		}
+		if len(rec.Version) == 0 {
+			t.Fatal("empty version accepted")
+		}
+	})
+}
+
+func TestConflictName(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	id := crypt.ShortID(0x0123456789abcdef)
+	cases := map[string]string{
+		"doc.txt":      "doc.sync-conflict-20260102-030405-" + id.String() + ".txt",
+		"dir/a.tar.gz": "dir/a.tar.sync-conflict-20260102-030405-" + id.String() + ".gz",
+		".bashrc":      ".bashrc.sync-conflict-20260102-030405-" + id.String(),
+		"noext":        "noext.sync-conflict-20260102-030405-" + id.String(),
+		"d.dir/noext":  "d.dir/noext.sync-conflict-20260102-030405-" + id.String(),
+	}
+	for in, want := range cases {
+		if got := conflictName(in, id, at); got != want {
+			t.Errorf("conflictName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

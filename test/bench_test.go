@@ -1,0 +1,218 @@
+package test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The sync benchmarks run real nodes on loopback and report whole-process
+// figures. Run them with:
+//
+//	go test -run '^$' -bench Sync -benchtime 1x ./test/
+//
+// Each reports seconds (and MB/s where it applies); they are measurements,
+// not assertions.
+
+// folderStatus reads one folder's status from a node.
+type folderStatusJSON struct {
+	State       string `json:"state"`
+	LocalFiles  int64  `json:"localFiles"`
+	GlobalFiles int64  `json:"globalFiles"`
+	NeedFiles   int64  `json:"needFiles"`
+	PulledBytes int64  `json:"pulledBytes"`
+	ReusedBytes int64  `json:"reusedBytes"`
+}
+
+func (n *node) folder(tb testing.TB) folderStatusJSON {
+	var st struct {
+		Folders []folderStatusJSON `json:"folders"`
+	}
+	n.get("/rest/status", &st)
+	if len(st.Folders) != 1 {
+		tb.Fatalf("%s has %d folders", n.name, len(st.Folders))
+	}
+	return st.Folders[0]
+}
+
+// peakRSS is the node's peak resident set size in bytes (VmHWM).
+func (n *node) peakRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// pairWithFolder starts two nodes and shares folder "f" from a's dir
+// (already filled) to b; it returns when the share is configured.
+func pairWithFolder(b *testing.B, aDir, bDir string) (*node, *node) {
+	na, nb := startPair(b)
+	shareFolder(na, nb, aDir, bDir)
+	return na, nb
+}
+
+// startPair starts two connected nodes.
+func startPair(b *testing.B) (*node, *node) {
+	na, nb := startNode(b, "a"), startNode(b, "b")
+	na.cli("device", "add", nb.ID, "--address", nb.Listen)
+	nb.cli("device", "add", na.ID, "--address", na.Listen)
+	eventually(b, 30*time.Second, "nodes to connect", func() bool { return na.connectedTo(nb.ID) })
+	return na, nb
+}
+
+// shareFolder adds folder "f" on both and shares it.
+func shareFolder(na, nb *node, aDir, bDir string) {
+	na.cli("folder", "add", "f", aDir)
+	nb.cli("folder", "add", "f", bDir)
+	na.cli("folder", "share", "f", nb.ID)
+	nb.cli("folder", "share", "f", na.ID)
+}
+
+func waitComplete(b *testing.B, n *node, files int64) {
+	eventually(b, 10*time.Minute, "sync to complete", func() bool {
+		st := n.folder(b)
+		return st.NeedFiles == 0 && st.LocalFiles == files && st.GlobalFiles == files
+	})
+}
+
+func BenchmarkSyncSmallFiles(b *testing.B) {
+	const count = 10000
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		var total int64
+		for i := range count {
+			data := randomBytes(uint64(i), 512+i%3000)
+			total += int64(len(data))
+			writeFile(b, filepath.Join(aDir, fmt.Sprintf("d%03d/f%05d.txt", i%100, i)), data, 0o644)
+		}
+		na, nb := startPair(b)
+		b.StartTimer()
+		start := time.Now()
+		shareFolder(na, nb, aDir, bDir)
+		waitComplete(b, nb, count+100)
+		secs := time.Since(start).Seconds()
+		b.StopTimer()
+		b.ReportMetric(secs, "s")
+		b.ReportMetric(float64(count)/secs, "files/s")
+		b.ReportMetric(float64(na.peakRSS())/(1<<20), "MB-rss-a")
+		b.ReportMetric(float64(nb.peakRSS())/(1<<20), "MB-rss-b")
+		na.stop()
+		nb.stop()
+	}
+}
+
+func BenchmarkSyncLargeFiles(b *testing.B) {
+	const size = 256 << 20
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		for i := range 4 {
+			writeFile(b, filepath.Join(aDir, fmt.Sprintf("large%d.bin", i)), randomBytes(uint64(100+i), size), 0o644)
+		}
+		na, nb := startPair(b)
+		b.StartTimer()
+		start := time.Now()
+		shareFolder(na, nb, aDir, bDir)
+		waitComplete(b, nb, 4)
+		secs := time.Since(start).Seconds()
+		b.StopTimer()
+		b.ReportMetric(secs, "s")
+		b.ReportMetric(4*size/secs/1e6, "MB/s")
+		b.ReportMetric(float64(na.peakRSS())/(1<<20), "MB-rss-a")
+		b.ReportMetric(float64(nb.peakRSS())/(1<<20), "MB-rss-b")
+		na.stop()
+		nb.stop()
+	}
+}
+
+// BenchmarkSyncLatency is the time from a small write on one node to the
+// new content on the other, median of 20 writes.
+func BenchmarkSyncLatency(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		writeFile(b, filepath.Join(aDir, "seed.txt"), []byte("seed"), 0o644)
+		na, nb := pairWithFolder(b, aDir, bDir)
+		waitComplete(b, nb, 1)
+		var lat []time.Duration
+		for i := range 20 {
+			want := []byte(fmt.Sprintf("edit %d at %d", i, time.Now().UnixNano()))
+			start := time.Now()
+			writeFile(b, filepath.Join(aDir, "note.txt"), want, 0o644)
+			for {
+				got, err := os.ReadFile(filepath.Join(bDir, "note.txt"))
+				if err == nil && bytes.Equal(got, want) {
+					break
+				}
+				if time.Since(start) > time.Minute {
+					b.Fatal("edit did not arrive within a minute")
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			lat = append(lat, time.Since(start))
+			time.Sleep(100 * time.Millisecond)
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "ms-max")
+		na.stop()
+		nb.stop()
+	}
+}
+
+// BenchmarkSyncInsertByte inserts one byte at the start of a synced
+// 256 MiB file and reports the time to converge and the bytes fetched from
+// the peer.
+func BenchmarkSyncInsertByte(b *testing.B) {
+	const size = 256 << 20
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		data := randomBytes(9, size)
+		writeFile(b, filepath.Join(aDir, "large.bin"), data, 0o644)
+		na, nb := pairWithFolder(b, aDir, bDir)
+		waitComplete(b, nb, 1)
+		before := nb.folder(b).PulledBytes
+		edited := append([]byte{'!'}, data...)
+		start := time.Now()
+		writeFile(b, filepath.Join(aDir, "large.bin"), edited, 0o644)
+		eventually(b, 5*time.Minute, "the edit to arrive", func() bool {
+			fi, err := os.Stat(filepath.Join(bDir, "large.bin"))
+			if err != nil || fi.Size() != size+1 {
+				return false
+			}
+			st := nb.folder(b)
+			return st.NeedFiles == 0
+		})
+		secs := time.Since(start).Seconds()
+		got, _ := os.ReadFile(filepath.Join(bDir, "large.bin"))
+		if !bytes.Equal(got, edited) {
+			b.Fatal("content differs after the insert")
+		}
+		st := nb.folder(b)
+		b.ReportMetric(secs, "s")
+		b.ReportMetric(float64(st.PulledBytes-before), "bytes-pulled")
+		b.ReportMetric(float64(st.ReusedBytes), "bytes-reused")
+		na.stop()
+		nb.stop()
+	}
+}
