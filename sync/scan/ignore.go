@@ -208,13 +208,72 @@ func trimTrailingSpaces(s string) string {
 // it is built in (see Matcher), when the last pattern matching it is not a
 // negation, or when any of its parent directories is ignored: as in git, a
 // file inside an ignored directory cannot be re-included.
+//
+// Match decides the name and all its parents in one pass per pattern, so
+// its cost does not grow with the depth of the name.
 func (m *Matcher) Match(name string, isDir bool) bool {
-	for i := 0; i < len(name); i++ {
-		if name[i] == '/' && m.matchOne(name[:i], true) {
+	var endsBuf [32]int
+	ends := endsBuf[:0] // ends[j]: end of the j-th parent, then of name
+	start := 0
+	for i := 0; i <= len(name); i++ {
+		if i < len(name) && name[i] != '/' {
+			continue
+		}
+		if c := name[start:i]; c == fsys.InternalDir || fsys.IsTemp(c) {
+			return true
+		}
+		ends = append(ends, i)
+		start = i + 1
+	}
+	if m == nil {
+		return false
+	}
+	// verdict[j] for the prefix name[:ends[j]]: 0 undecided, 1 ignored,
+	// -1 included. Patterns are tried last first; the first to match a
+	// prefix decides it.
+	var verdictBuf [32]int8
+	verdict := verdictBuf[:0]
+	for range ends {
+		verdict = append(verdict, 0)
+	}
+	last := len(ends) - 1
+	undecided := len(ends)
+	for i := len(m.patterns) - 1; i >= 0 && undecided > 0; i-- {
+		p := &m.patterns[i]
+		decide := func(j int) {
+			if verdict[j] != 0 || p.dirOnly && j == last && !isDir {
+				return
+			}
+			verdict[j] = 1
+			if p.negate {
+				verdict[j] = -1
+			}
+			undecided--
+		}
+		if p.anchored {
+			j := 0
+			p.glob.matchPrefixes(name, func(end int) {
+				for ends[j] < end {
+					j++
+				}
+				decide(j)
+			})
+			continue
+		}
+		start := 0
+		for j, end := range ends {
+			if verdict[j] == 0 && p.glob.match(name[start:end]) {
+				decide(j)
+			}
+			start = end + 1
+		}
+	}
+	for _, v := range verdict {
+		if v == 1 {
 			return true
 		}
 	}
-	return m.matchOne(name, isDir)
+	return false
 }
 
 // matchOne decides name on its own, assuming its parents are not ignored.

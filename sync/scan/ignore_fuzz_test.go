@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzParseIgnore: any input parses or fails with a *PatternError, and
-// matching never panics.
+// Match (one pass over the name per pattern) agrees with deciding each
+// parent directory and the name separately.
 func FuzzParseIgnore(f *testing.F) {
 	for _, c := range ignoreCases {
 		f.Add(c.patterns, c.name, c.isDir)
@@ -29,7 +30,16 @@ func FuzzParseIgnore(f *testing.F) {
 			}
 			return
 		}
-		m.Match(name, isDir)
+		got := m.Match(name, isDir)
+		want := m.matchOne(name, isDir)
+		for i := 0; i < len(name); i++ {
+			if name[i] == '/' && m.matchOne(name[:i], true) {
+				want = true
+			}
+		}
+		if got != want {
+			t.Fatalf("patterns %q: Match(%q, %v) = %v, per parent %v", text, name, isDir, got, want)
+		}
 	})
 }
 

@@ -203,14 +203,40 @@ func (g *glob) match(s string) bool {
 	case g.suf:
 		return strings.HasSuffix(s, g.suffix) && !strings.Contains(s, "/")
 	}
-	return g.simulate(s)
+	return g.simulate(s, nil)
 }
 
-// simulate runs the pattern as an NFA over the runes of s. State i (0 <= i
-// <= n, n = len(toks)) means "tokens before i matched"; state n accepts. A
-// tDirs token has a second state, n+1+i, for "inside a directory name".
-// Each rune costs O(states), so the whole match is O(len(toks) * len(s)).
-func (g *glob) simulate(s string) bool {
+// matchPrefixes calls fn(end) for every end, in increasing order, such
+// that s[:end] is a whole number of components of s (end == len(s) or
+// s[end] == '/') and matches the glob. It costs one match of s.
+func (g *glob) matchPrefixes(s string, fn func(end int)) {
+	switch {
+	case g.lit:
+		if strings.HasPrefix(s, g.literal) && (len(s) == len(g.literal) || s[len(g.literal)] == '/') {
+			fn(len(g.literal))
+		}
+	case g.suf:
+		first := s
+		if i := strings.IndexByte(s, '/'); i >= 0 {
+			first = s[:i]
+		}
+		if strings.HasSuffix(first, g.suffix) {
+			fn(len(first))
+		}
+	default:
+		if g.simulate(s, fn) {
+			fn(len(s))
+		}
+	}
+}
+
+// simulate runs the pattern as an NFA over the runes of s and reports
+// whether all of s matches. If atSlash is set, it is also called with the
+// index of each '/' in s where the part of s before it matches. State i
+// (0 <= i <= n, n = len(toks)) means "tokens before i matched"; state n
+// accepts. A tDirs token has a second state, n+1+i, for "inside a directory
+// name". Each rune costs O(states), so a match is O(len(toks) * len(s)).
+func (g *glob) simulate(s string, atSlash func(end int)) bool {
 	n := len(g.toks)
 	states := 2 * (n + 1)
 	words := (states + 63) / 64
@@ -222,8 +248,12 @@ func (g *glob) simulate(s string) bool {
 		buf = make([]uint64, 2*words)
 	}
 	cur, next := buf[:words], buf[words:]
+	accepts := func(set []uint64) bool { return set[n/64]&(1<<(n%64)) != 0 }
 	g.closure(cur, 0)
-	for _, c := range s {
+	for i, c := range s {
+		if c == '/' && atSlash != nil && accepts(cur) {
+			atSlash(i)
+		}
 		clear(next)
 		alive := false
 		for w, word := range cur {
@@ -240,7 +270,7 @@ func (g *glob) simulate(s string) bool {
 		}
 		cur, next = next, cur
 	}
-	return cur[n/64]&(1<<(n%64)) != 0
+	return accepts(cur)
 }
 
 // step adds to next the states reached from state st on rune c and reports

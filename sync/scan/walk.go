@@ -63,28 +63,29 @@ func (w *walker) walk(scopes []string) error {
 	return nil
 }
 
-// scope walks one subtree p ("" for the whole folder).
+// scope walks one subtree p ("" for the whole folder): p itself, compared
+// with known.Local(p), then what is under it, merged with the known
+// records under it.
 func (w *walker) scope(p string) error {
-	w.ks = openKnown(w.known, p)
-	defer w.ks.close()
 	if p == "" {
+		w.ks = openKnown(w.known, "")
+		defer w.ks.close()
 		return w.dir("")
 	}
 	if err := fsys.ValidName(p); err != nil {
 		return w.out.skip(p, err)
 	}
 	k, fi, err := w.leaf(p)
-	if err != nil {
+	if err != nil || k == kHold || k == kSkip {
 		return err
 	}
 	var known *index.Record
 	if r, ok := w.known.Local(p); ok && !r.Deleted {
 		known = &r
 	}
-	switch k {
-	case kHold, kSkip:
-		return nil
-	case kAbsent:
+	w.ks = openKnown(w.known, p)
+	defer w.ks.close()
+	if k == kAbsent {
 		if known != nil {
 			if err := w.deleted(known); err != nil {
 				return err
@@ -221,14 +222,11 @@ func (w *walker) step(it item) error {
 	}
 	if r != nil && r.Name == it.name {
 		w.ks.pop()
-		if it.kind == kHold || it.kind == kSkip {
-			return nil
-		}
 		rec := *r
 		known = &rec
 	}
 	if it.kind == kHold || it.kind == kSkip {
-		return nil
+		return nil // whatever was known there is left alone
 	}
 	return w.visit(it.name, it.fi, it.kind, known)
 }
@@ -274,7 +272,7 @@ func (w *walker) drain(dir string, del bool) error {
 
 // deleted reports known as deleted, unless its name is ignored.
 func (w *walker) deleted(known *index.Record) error {
-	if false && w.ignore.Match(known.Name, known.Type == index.Dir) {
+	if w.ignore.Match(known.Name, known.Type == index.Dir) {
 		return nil
 	}
 	return w.out.record(deletion(known))

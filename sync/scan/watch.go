@@ -46,7 +46,10 @@ type Watcher struct {
 	changes chan []string
 	watched map[string]bool // folder-relative directories being watched
 	fw      *fsnotify.Watcher
-	full    bool // a watch was refused: some directories are not watched
+	full    bool        // a watch was refused: some directories are not watched
+	q       *eventQueue // fsnotify's events and errors, as they come
+	// addWatch adds one watch (fw.Add); tests replace it to inject errors.
+	addWatch func(path string) error
 }
 
 // NewWatcher returns a watcher for the folder at root. ignore, if not nil,
@@ -68,7 +71,7 @@ func NewWatcher(root string, ignore func(name string, isDir bool) bool, delay ti
 	if delay <= 0 {
 		delay = DefaultDelay
 	}
-	return &Watcher{root: abs, ignore: ignore, delay: delay, changes: make(chan []string)}, nil
+	return &Watcher{root: abs, ignore: ignore, delay: delay, changes: make(chan []string), q: newEventQueue()}, nil
 }
 
 // Changes returns the channel batches are sent on. Each batch is a
@@ -96,8 +99,11 @@ func (w *Watcher) Serve(ctx context.Context) error {
 		return fmt.Errorf("scan: starting watcher: %w", err)
 	}
 	w.fw = fw
+	if w.addWatch == nil {
+		w.addWatch = fw.Add
+	}
 	w.watched = make(map[string]bool)
-	q := newEventQueue()
+	q := w.q
 	var wg sync.WaitGroup
 	wg.Go(func() { q.pump(fw) })
 	defer wg.Wait()  // the pump ends when fw's channels close
@@ -222,7 +228,7 @@ func (w *Watcher) addTree(rel string) {
 		if r != "" && (builtinIgnored(r) || w.ignore != nil && w.ignore(r, true)) {
 			return filepath.SkipDir
 		}
-		if err := w.fw.Add(p); err != nil {
+		if err := w.addWatch(p); err != nil {
 			switch {
 			case isLimit(err):
 				w.full = true
@@ -286,22 +292,30 @@ func (q *eventQueue) pump(fw *fsnotify.Watcher) {
 				evs = nil
 				continue
 			}
-			q.mu.Lock()
-			q.evs = append(q.evs, ev)
-			q.mu.Unlock()
+			q.push(&ev, nil)
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil
 				continue
 			}
-			q.mu.Lock()
-			q.errs = append(q.errs, err)
-			q.mu.Unlock()
+			q.push(nil, err)
 		}
-		select {
-		case q.signal <- struct{}{}:
-		default:
-		}
+	}
+}
+
+// push queues an event or an error and wakes Serve.
+func (q *eventQueue) push(ev *fsnotify.Event, err error) {
+	q.mu.Lock()
+	if ev != nil {
+		q.evs = append(q.evs, *ev)
+	}
+	if err != nil {
+		q.errs = append(q.errs, err)
+	}
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
 	}
 }
 
