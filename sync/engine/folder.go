@@ -271,8 +271,10 @@ func (f *folder) runScan(ctx context.Context) {
 		return
 	}
 	f.setState(StateScanning)
+	start := time.Now()
 	err := f.scan(ctx, paths)
 	f.setState(StateIdle)
+	f.log.Debug("scan done", "paths", len(paths), "took", time.Since(start))
 	if err != nil && ctx.Err() == nil {
 		f.log.Warn("scan failed", "err", err)
 		f.setError(fmt.Errorf("scan: %w", err))

@@ -8,6 +8,7 @@ import (
 	"path"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -46,6 +47,8 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	}
 	f.setState(StateSyncing)
 	defer f.setState(StateIdle)
+	start := time.Now()
+	defer func() { f.log.Debug("pull done", "items", len(need), "took", time.Since(start)) }()
 	var total int64
 	for _, r := range need {
 		if !r.Deleted {
