@@ -118,8 +118,9 @@ type Conn struct {
 
 // outFrame is an encoded frame waiting for the writer.
 type outFrame struct {
-	data []byte
-	last bool // a Close frame: end the connection once it is written
+	data   []byte
+	last   bool // a Close frame: end the connection once it is written
+	pooled bool // data came from getBuf and is recycled once written
 }
 
 // pendingRequest is one of our requests awaiting its Response.
@@ -256,11 +257,15 @@ func (c *Conn) Close(reason string) error {
 
 // send encodes msg and queues it for the writer.
 func (c *Conn) send(ctx context.Context, msg proto.Message) error {
-	frame, err := appendFrame(nil, msg)
+	frame, err := encodeFrame(msg)
 	if err != nil {
 		return err
 	}
-	return c.enqueue(ctx, outFrame{data: frame})
+	if err := c.enqueue(ctx, outFrame{data: frame, pooled: true}); err != nil {
+		putBuf(frame)
+		return err
+	}
+	return nil
 }
 
 // enqueue hands f to the writer, unless the connection or ctx ends first.

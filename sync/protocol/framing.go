@@ -63,11 +63,13 @@ var (
 // breaks a rule the receiver checks and ErrFrameTooLarge for one that does
 // not fit in a frame.
 func WriteMessage(w io.Writer, msg proto.Message) error {
-	frame, err := appendFrame(nil, msg)
+	frame, err := encodeFrame(msg)
 	if err != nil {
 		return err
 	}
-	if _, err := w.Write(frame); err != nil {
+	_, err = w.Write(frame)
+	putBuf(frame)
+	if err != nil {
 		return fmt.Errorf("writing frame: %w", err)
 	}
 	return nil
@@ -112,12 +114,17 @@ func readMessage(r io.Reader, maxLen int) (proto.Message, error) {
 		return nil, fmt.Errorf("reading %v body: %w", typ.name(), err)
 	}
 	if flags&flagCompressed != 0 {
-		body, err = zstdDecoder().DecodeAll(body, nil)
+		packed := body
+		body, err = zstdDecoder().DecodeAll(packed, nil)
+		putBuf(packed)
 		if err != nil {
 			return nil, fmt.Errorf("%w: decompressing %v body: %w", ErrMalformed, typ.name(), err)
 		}
 	}
-	if err := proto.Unmarshal(body, msg); err != nil {
+	// Unmarshal copies what it keeps, so the body can be recycled.
+	err = proto.Unmarshal(body, msg)
+	putBuf(body)
+	if err != nil {
 		return nil, fmt.Errorf("%w: decoding %v body: %w", ErrMalformed, typ.name(), err)
 	}
 	if err := validate(msg); err != nil {
@@ -127,25 +134,42 @@ func readMessage(r io.Reader, maxLen int) (proto.Message, error) {
 }
 
 // readBody reads exactly n bytes, growing its buffer as they arrive. An
-// early end of stream is io.ErrUnexpectedEOF.
+// early end of stream is io.ErrUnexpectedEOF. The buffer may be recycled
+// with putBuf.
 func readBody(r io.Reader, n int) ([]byte, error) {
-	buf := make([]byte, 0, min(n, bodyStep))
+	buf := getBuf(min(n, bodyStep))
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
 			copy(grown, buf)
+			putBuf(buf)
 			buf = grown
 		}
-		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		m, err := io.ReadFull(r, buf[len(buf):min(n, cap(buf))])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
+			putBuf(buf)
 			return nil, err
 		}
 	}
 	return buf, nil
+}
+
+// encodeFrame returns msg's frame in a buffer from getBuf.
+func encodeFrame(msg proto.Message) ([]byte, error) {
+	if typeOf(msg) == MessageType_MESSAGE_TYPE_UNSPECIFIED {
+		return nil, fmt.Errorf("%w: %T", ErrUnknownMessage, msg)
+	}
+	buf := getBuf(headerSize + proto.Size(msg))
+	frame, err := appendFrame(buf, msg)
+	if err != nil {
+		putBuf(buf)
+		return nil, err
+	}
+	return frame, nil
 }
 
 // appendFrame appends msg's frame to dst.
@@ -166,11 +190,12 @@ func appendFrame(dst []byte, msg proto.Message) ([]byte, error) {
 	}
 	if compressible(typ) && len(dst)-bodyStart > compressMin {
 		body := dst[bodyStart:]
-		packed := zstdEncoder().EncodeAll(body, make([]byte, 0, len(body)))
+		packed := zstdEncoder().EncodeAll(body, getBuf(len(body)))
 		if len(packed) < len(body) {
 			dst = append(dst[:bodyStart], packed...)
 			dst[bodyStart-1] = flagCompressed
 		}
+		putBuf(packed)
 	}
 	length := len(dst) - start - 4
 	if length > MaxFrameSize {

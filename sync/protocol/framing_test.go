@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,12 +21,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// testHash returns a distinct 32-byte hash for i.
+// testHash returns a distinct, random-looking 32-byte hash for i.
 func testHash(i int) []byte {
-	h := make([]byte, HashSize)
-	binary.BigEndian.PutUint64(h, uint64(i)*0x9e3779b97f4a7c15+1)
-	binary.BigEndian.PutUint64(h[24:], uint64(i))
-	return h
+	h := sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i)))
+	return h[:]
 }
 
 // testFile returns a realistic FileInfo number i with nblocks chunks.

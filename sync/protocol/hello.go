@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -87,17 +88,23 @@ func ExchangeHello(ctx context.Context, rw io.ReadWriter, mine *Hello) (*Hello, 
 	return peer, nil
 }
 
-// helloError picks the error ExchangeHello reports: the context's end first, then
-// the read's (it says more about the peer), then the write's.
+// helloError picks the error ExchangeHello reports: the context's end
+// first, then the read's (it says more about the peer; a failed read also
+// interrupts the write), then the write's. The connection's deadline is the
+// context's, and may be seen before the context ends.
 func helloError(ctx context.Context, readErr, writeErr error) error {
 	if readErr == nil && writeErr == nil {
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: no hello in time", ErrTimeout)
-		}
-		return fmt.Errorf("exchanging hello: %w", err)
+	err := readErr
+	if err == nil {
+		err = writeErr
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(ctxErr, context.DeadlineExceeded) {
+		return fmt.Errorf("exchanging hello: %w", ctxErr)
+	}
+	if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: no hello in time", ErrTimeout)
 	}
 	if readErr != nil {
 		return fmt.Errorf("reading hello: %w", readErr)

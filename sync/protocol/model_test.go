@@ -12,6 +12,21 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// waitLimit bounds every wait for something that should happen; generous
+// for slow machines and the race detector.
+const waitLimit = time.Minute
+
+// ended reports whether Serve has returned, without waiting.
+func (s *served) ended() bool {
+	select {
+	case err := <-s.errc:
+		s.once.Do(func() { s.err = err })
+		return true
+	default:
+		return false
+	}
+}
+
 // recordingModel records what a Conn hands it. Its Request answers with
 // the bytes of answer, or blocks in block when set.
 type recordingModel struct {
@@ -75,7 +90,7 @@ func (m *recordingModel) next(t *testing.T) proto.Message {
 	select {
 	case msg := <-m.messages:
 		return msg
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("no message reached the model")
 		return nil
 	}
@@ -97,7 +112,7 @@ func (s *served) wait(t *testing.T) error {
 	s.once.Do(func() {
 		select {
 		case s.err = <-s.errc:
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitLimit):
 			t.Fatal("Serve did not return")
 		}
 	})

@@ -201,7 +201,11 @@ func (c *Conn) writeQueued(bw *bufio.Writer, f outFrame) (last bool, err error) 
 		c.lastSend.Store(now)
 	}()
 	for {
-		if _, err := bw.Write(f.data); err != nil {
+		_, err := bw.Write(f.data)
+		if f.pooled {
+			putBuf(f.data) // bufio copied it or wrote it through
+		}
+		if err != nil {
 			return false, err
 		}
 		if f.last {
