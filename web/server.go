@@ -37,7 +37,7 @@ type Config struct {
 	APIKey string
 	// FolderRoot is where accepted folder offers go by default.
 	FolderRoot string
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Server is the HTTP side of a node.

@@ -13,10 +13,10 @@ import (
 	_ "github.com/spf13/cobra"
 	_ "github.com/zeebo/blake3"
 	_ "go.uber.org/goleak"
+	_ "golang.org/x/crypto/bcrypt"
 	_ "golang.org/x/crypto/chacha20poly1305"
 	_ "golang.org/x/crypto/hkdf"
-	_ "golang.org/x/crypto/bcrypt"
-	_ "golang.org/x/sys/unix"
 	_ "golang.org/x/sync/errgroup"
+	_ "golang.org/x/sys/unix"
 	_ "google.golang.org/protobuf/proto"
 )

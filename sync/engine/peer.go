@@ -29,8 +29,8 @@ type peerConn struct {
 	ctx  context.Context
 
 	mu      sync.Mutex
-	lastCC  *protocol.ClusterConfig       // the peer's latest
-	senders map[string]sender // by folder ID
+	lastCC  *protocol.ClusterConfig // the peer's latest
+	senders map[string]sender       // by folder ID
 	wg      sync.WaitGroup
 }
 
