@@ -35,6 +35,8 @@ func TestSyncThreeNodes(t *testing.T) {
 		t.Fatalf("initial sync incomplete: %+v", got)
 	}
 
+	pulledBefore := c.nodes[0].folder(t).PulledBytes
+
 	// Changes on different nodes.
 	b, cc := c.dirs[1], c.dirs[2]
 	writeFile(t, filepath.Join(b, "small.txt"), []byte("edited on b\n"), 0o600)
@@ -58,6 +60,11 @@ func TestSyncThreeNodes(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(c.dirs[0], "big/multi.bin")); !bytes.Equal(got, big) {
 		t.Error("edited big file differs")
+	}
+	// The nodes adopted one chunking polynomial, so the big file's edit
+	// moved a chunk or two, not the file.
+	if pulled := c.nodes[0].folder(t).PulledBytes - pulledBefore; pulled > int64(len(big))/2 {
+		t.Errorf("a pulled %d bytes for a 6-byte insert into a %d-byte file", pulled, len(big))
 	}
 }
 

@@ -2,6 +2,7 @@ package test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -29,6 +30,9 @@ func snapshot(t testing.TB, root string) map[string]entry {
 	t.Helper()
 	out := map[string]entry{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // vanished while walking: a sync in progress
+		}
 		if err != nil {
 			return err
 		}
@@ -45,6 +49,9 @@ func snapshot(t testing.TB, root string) map[string]entry {
 			return nil
 		}
 		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -62,6 +69,11 @@ func snapshot(t testing.TB, root string) map[string]entry {
 			b, err = os.ReadFile(p)
 			sum := sha256.Sum256(b)
 			e.Hash = hex.EncodeToString(sum[:8])
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// Replaced while we looked: mark it so a comparison retries.
+			e = entry{Type: "VANISHED"}
+			err = nil
 		}
 		out[rel] = e
 		return err

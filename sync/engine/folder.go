@@ -38,6 +38,8 @@ type folder struct {
 	pullCh chan struct{} // a peer's index changed: look at what is needed
 	scanCh chan struct{} // scanPaths has work
 
+	polMu sync.Mutex // creating or changing the polynomial
+
 	mu         sync.Mutex
 	cfg        db.Folder
 	shares     map[crypt.DeviceID]bool

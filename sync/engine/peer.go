@@ -81,10 +81,16 @@ func (pc *peerConn) sendClusterConfig(ctx context.Context) {
 			e.log.Warn("index ID", "folder", f.cfg.ID, "err", err)
 			continue
 		}
+		pol, err := f.polynomial(ctx)
+		if err != nil {
+			e.log.Warn("chunking polynomial", "folder", f.cfg.ID, "err", err)
+			continue
+		}
 		cc.Folders = append(cc.Folders, &protocol.Folder{
-			Id:    f.cfg.ID,
-			Label: f.cfg.Label,
-			Type:  wireFolderType(f.cfg.Type),
+			Id:         f.cfg.ID,
+			Label:      f.cfg.Label,
+			Type:       wireFolderType(f.cfg.Type),
+			Polynomial: uint64(pol),
 			Devices: []*protocol.FolderDevice{
 				{DeviceId: e.id[:], MaxSequence: f.set.LocalSequence(), IndexId: myIndex},
 				{DeviceId: pc.id[:], MaxSequence: f.set.RemoteSequence(pc.id), IndexId: e.peerIndexID(ctx, f.cfg.ID, pc.id)},
@@ -153,6 +159,9 @@ func (pc *peerConn) reconcile() error {
 			case string(d.GetDeviceId()) == string(peer[:]):
 				theirs = d
 			}
+		}
+		if err := f.adoptPolynomial(ctx, wf.GetPolynomial(), theirs.GetMaxSequence() > 0); err != nil {
+			e.log.Warn("adopting the peer's chunking polynomial", "folder", f.cfg.ID, "err", err)
 		}
 		if theirs != nil && theirs.GetIndexId() != 0 {
 			if known := e.peerIndexID(ctx, f.cfg.ID, peer); known != theirs.GetIndexId() {

@@ -111,6 +111,8 @@ func (f *folder) loadIgnore() (*scan.Matcher, error) {
 // one on first use. Trusted peers adopt each other's (see adoptPolynomial)
 // so their block lists line up.
 func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
+	f.polMu.Lock()
+	defer f.polMu.Unlock()
 	key := "polynomial/" + f.cfg.ID
 	s, err := f.e.db.Setting(ctx, key)
 	if err == nil {
@@ -127,20 +129,39 @@ func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
 	return p, f.e.db.SetSetting(ctx, key, strconv.FormatUint(uint64(p), 10))
 }
 
-// adoptPolynomial takes a peer's polynomial when it is smaller than ours:
-// both ends of a folder created independently converge on one, after which
-// edits chunk alike. Content stays correct either way; only reuse of local
-// blocks suffers while they differ.
-func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64) error {
+// adoptPolynomial decides between this folder's polynomial and a peer's so
+// that devices sharing a folder chunk alike: a folder that has chunked no
+// file yet takes the peer's (a folder accepted from an offer takes its
+// creator's), and of two folders that both hold files the smaller
+// polynomial wins. Content stays correct either way; only the reuse of
+// local blocks suffers while they differ.
+func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theyHaveFiles bool) error {
 	if theirs == 0 || !chunker.Pol(theirs).Irreducible() {
 		return nil
 	}
 	mine, err := f.polynomial(ctx)
-	if err != nil {
+	if err != nil || theirs == uint64(mine) {
 		return err
 	}
-	if theirs >= uint64(mine) {
+	iHaveFiles := false
+	f.set.EachLocal(func(r index.Record) error {
+		if r.Type == index.File {
+			iHaveFiles = true
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case !iHaveFiles && theyHaveFiles:
+	case iHaveFiles && theyHaveFiles && theirs < uint64(mine):
+	case !iHaveFiles && !theyHaveFiles && theirs < uint64(mine):
+	default:
 		return nil
 	}
+	f.polMu.Lock()
+	defer f.polMu.Unlock()
+	f.log.Debug("adopting a peer's chunking polynomial")
 	return f.e.db.SetSetting(ctx, "polynomial/"+f.cfg.ID, strconv.FormatUint(theirs, 10))
 }
+
+var errStop = errors.New("stop")

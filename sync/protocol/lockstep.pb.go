@@ -416,7 +416,12 @@ type Folder struct {
 	// Every device the sender shares the folder with, the sender included.
 	Devices []*FolderDevice `protobuf:"bytes,4,rep,name=devices,proto3" json:"devices,omitempty"`
 	// The sender is not syncing this folder now.
-	Paused        bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
+	// The folder's chunking polynomial (restic/chunker), sent to trusted
+	// devices only, never to untrusted receivers, so that devices sharing a
+	// folder cut files at the same places. 0 when unknown. A receiver adopts
+	// a smaller irreducible polynomial than its own.
+	Polynomial    uint64 `protobuf:"varint,6,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +489,13 @@ func (x *Folder) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *Folder) GetPolynomial() uint64 {
+	if x != nil {
+		return x.Polynomial
+	}
+	return 0
 }
 
 // FolderDevice is one device sharing a folder, as the sender knows it.
@@ -1275,13 +1287,16 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x0eclient_version\x18\x03 \x01(\tR\rclientVersion\x12)\n" +
 	"\x10protocol_version\x18\x04 \x01(\rR\x0fprotocolVersion\">\n" +
 	"\rClusterConfig\x12-\n" +
-	"\afolders\x18\x01 \x03(\v2\x13.lockstep.v1.FolderR\afolders\"\xa8\x01\n" +
+	"\afolders\x18\x01 \x03(\v2\x13.lockstep.v1.FolderR\afolders\"\xc8\x01\n" +
 	"\x06Folder\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12+\n" +
 	"\x04type\x18\x03 \x01(\x0e2\x17.lockstep.v1.FolderTypeR\x04type\x123\n" +
 	"\adevices\x18\x04 \x03(\v2\x19.lockstep.v1.FolderDeviceR\adevices\x12\x16\n" +
-	"\x06paused\x18\x05 \x01(\bR\x06paused\"\xb9\x01\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\x12\x1e\n" +
+	"\n" +
+	"polynomial\x18\x06 \x01(\x04R\n" +
+	"polynomial\"\xb9\x01\n" +
 	"\fFolderDevice\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\fR\bdeviceId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
