@@ -30,6 +30,7 @@ type Options struct {
 	GUI    string   // console/REST address HOST:PORT; empty for none
 	// FolderRoot is where accepted folder offers go by default (~/Sync).
 	FolderRoot string
+	Store      StoreOptions
 	Logger     *slog.Logger
 	// Ready, if set, is called once the node listens and serve.json is
 	// written.
@@ -89,6 +90,13 @@ func Run(parent context.Context, opts Options) error {
 	}
 	defer database.Close()
 
+	_, storeDesc, closeStore, err := openStore(ctx, opts.Home, opts.Store)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	log.Info("blob store", "store", storeDesc)
+
 	folderRoot := opts.FolderRoot
 	if folderRoot == "" {
 		if h, err := os.UserHomeDir(); err == nil {
@@ -111,7 +119,7 @@ func Run(parent context.Context, opts Options) error {
 	info := home.ServeInfo{DeviceID: id.ID.String(), Listen: conns.Addresses(), PID: os.Getpid()}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, APIKey: apiKey, Logger: log, FolderRoot: folderRoot})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}

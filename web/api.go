@@ -8,6 +8,7 @@ import "time"
 // Status is GET /rest/status.
 type Status struct {
 	DeviceID string         `json:"deviceID"`
+	Store    string         `json:"store,omitempty"`
 	Folders  []FolderStatus `json:"folders"`
 	Devices  []DeviceStatus `json:"devices"`
 }

@@ -33,7 +33,7 @@ func (s *Server) getStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Devices: devs, Folders: folders})
+	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, Devices: devs, Folders: folders})
 }
 
 func (s *Server) deviceStatus(c echo.Context) ([]DeviceStatus, error) {

@@ -37,6 +37,8 @@ type Config struct {
 	APIKey string
 	// FolderRoot is where accepted folder offers go by default.
 	FolderRoot string
+	// Store describes the node's blob store, e.g. "local:/path".
+	Store string
 	Logger     *slog.Logger
 }
 

@@ -19,6 +19,7 @@ func newServe(g *globals) *cobra.Command {
 		noGUI    bool
 		logLevel string
 		name     string
+		store    node.StoreOptions
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -46,7 +47,7 @@ func newServe(g *globals) *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log}
+			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store}
 			if noGUI {
 				opts.GUI = ""
 			}
@@ -57,6 +58,10 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().StringVar(&gui, "gui", "127.0.0.1:8385", "console and REST address")
 	c.Flags().BoolVar(&noGUI, "no-gui", false, "run without the console and REST API")
 	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	c.Flags().StringVar(&store.S3Endpoint, "s3-endpoint", "", "keep blobs in S3 at HOST:PORT (keys from $"+node.EnvS3AccessKey+" and $"+node.EnvS3SecretKey+")")
+	c.Flags().StringVar(&store.S3Bucket, "s3-bucket", "", "the S3 bucket")
+	c.Flags().StringVar(&store.S3Prefix, "s3-prefix", "", "a prefix for object names in the bucket")
+	c.Flags().BoolVar(&store.S3Insecure, "s3-insecure", false, "talk to S3 over plain HTTP")
 	c.Flags().StringVar(&name, "name", "", "device name when the identity is created (default: the host name)")
 	return c
 }

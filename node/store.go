@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"lockstep/storage/blob"
+	"lockstep/storage/blob/local"
+	"lockstep/storage/blob/s3"
+)
+
+// StoreOptions say where the node keeps blobs (the sealed chunks and logs
+// an untrusted receiver holds): a directory in the home by default, or an
+// S3 bucket. Keys come from the environment, never from flags, so they do
+// not show in process listings.
+type StoreOptions struct {
+	S3Endpoint string // host:port; empty for the local directory
+	S3Bucket   string
+	S3Prefix   string
+	S3Insecure bool // plain HTTP, for a server on the same host or network
+}
+
+// Environment variables holding the S3 keys.
+const (
+	EnvS3AccessKey = "LOCKSTEP_S3_ACCESS_KEY"
+	EnvS3SecretKey = "LOCKSTEP_S3_SECRET_KEY"
+)
+
+// openStore opens the node's blob store and says what it is.
+func openStore(ctx context.Context, homeDir string, o StoreOptions) (blob.Store, string, func() error, error) {
+	if o.S3Endpoint == "" {
+		if o.S3Bucket != "" || o.S3Prefix != "" {
+			return nil, "", nil, errors.New("--s3-bucket and --s3-prefix need --s3-endpoint")
+		}
+		dir := filepath.Join(homeDir, "blobs")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, "", nil, err
+		}
+		st, err := local.Open(dir)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("opening blob store: %w", err)
+		}
+		return st, "local:" + dir, st.Close, nil
+	}
+	if o.S3Bucket == "" {
+		return nil, "", nil, errors.New("--s3-endpoint needs --s3-bucket")
+	}
+	cfg := s3.Config{
+		Endpoint:  o.S3Endpoint,
+		Bucket:    o.S3Bucket,
+		Prefix:    o.S3Prefix,
+		AccessKey: os.Getenv(EnvS3AccessKey),
+		SecretKey: os.Getenv(EnvS3SecretKey),
+		UseTLS:    !o.S3Insecure,
+	}
+	if cfg.AccessKey == "" || cfg.SecretKey == "" {
+		return nil, "", nil, fmt.Errorf("S3 needs %s and %s in the environment", EnvS3AccessKey, EnvS3SecretKey)
+	}
+	st, err := s3.New(ctx, cfg)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("opening S3 store at %s: %w", o.S3Endpoint, err)
+	}
+	// Fail at start, not at the first upload, when the bucket is wrong or
+	// the keys are refused.
+	if err := st.List(ctx, "", func(blob.Info) error { return errStopList }); err != nil && !errors.Is(err, errStopList) {
+		st.Close()
+		return nil, "", nil, fmt.Errorf("checking S3 bucket %q at %s: %w", o.S3Bucket, o.S3Endpoint, err)
+	}
+	scheme := "https"
+	if o.S3Insecure {
+		scheme = "http"
+	}
+	desc := fmt.Sprintf("s3:%s://%s/%s", scheme, o.S3Endpoint, o.S3Bucket)
+	if o.S3Prefix != "" {
+		desc += "/" + o.S3Prefix
+	}
+	return st, desc, st.Close, nil
+}
+
+var errStopList = errors.New("stop listing")
