@@ -38,8 +38,8 @@ type Config struct {
 	// FolderRoot is where accepted folder offers go by default.
 	FolderRoot string
 	// Store describes the node's blob store, e.g. "local:/path".
-	Store string
-	Logger     *slog.Logger
+	Store  string
+	Logger *slog.Logger
 }
 
 // Server is the HTTP side of a node.
