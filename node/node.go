@@ -95,7 +95,6 @@ func Run(parent context.Context, opts Options) error {
 		return err
 	}
 	defer closeStore()
-	log.Info("blob store", "store", storeDesc)
 
 	folderRoot := opts.FolderRoot
 	if folderRoot == "" {
@@ -137,7 +136,7 @@ func Run(parent context.Context, opts Options) error {
 		return errors.Join(err, g.Wait())
 	}
 	defer home.RemoveServeInfo(opts.Home)
-	log.Info("lockstep ready", "device", info.DeviceID, "listen", info.Listen, "gui", info.GUI)
+	log.Info("lockstep ready", "device", info.DeviceID, "listen", info.Listen, "gui", info.GUI, "store", storeDesc)
 	if opts.Ready != nil {
 		opts.Ready(info)
 	}

@@ -32,6 +32,7 @@ func (h *peerHandler) ServeConn(ctx context.Context, c *connections.Conn) error 
 	if err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
+	c.MarkReady()
 	h.log.Info("device connected", "device", c.ID.String(), "name", hello.DeviceName, "addr", c.Addr, "client", hello.ClientName+" "+hello.ClientVersion)
 	err = h.engine.ServeConn(ctx, c.ID, c)
 	h.log.Info("device disconnected", "device", c.ID.String(), "reason", err)

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"lockstep/crypt"
@@ -61,9 +62,16 @@ type Conn struct {
 	Dialed bool   // true when this node dialed
 	Since  time.Time
 
-	done chan struct{}
-	once sync.Once
+	done  chan struct{}
+	once  sync.Once
+	ready atomic.Bool
 }
+
+// MarkReady tells the service the handler has established the session (in
+// TLS 1.3 a client learns that the server refused its certificate only at
+// its first read, so a completed handshake alone proves little). Until then
+// the connection is not reported by Connections.
+func (c *Conn) MarkReady() { c.ready.Store(true) }
 
 func (c *Conn) close() {
 	c.once.Do(func() {
@@ -190,24 +198,27 @@ func (s *Service) Reload() {
 	}
 }
 
-// Connections lists the live connections, ordered by device ID.
+// Connections lists the live, ready connections, ordered by device ID.
 func (s *Service) Connections() []Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Info, 0, len(s.conns))
 	for _, c := range s.conns {
+		if !c.ready.Load() {
+			continue
+		}
 		out = append(out, Info{ID: c.ID, Addr: c.Addr, Dialed: c.Dialed, Since: c.Since})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0 })
 	return out
 }
 
-// Connected reports whether id has a live connection.
+// Connected reports whether id has a live, ready connection.
 func (s *Service) Connected(id crypt.DeviceID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.conns[id]
-	return ok
+	c, ok := s.conns[id]
+	return ok && c.ready.Load()
 }
 
 // Changed returns a channel that is closed at the next connect or
