@@ -234,7 +234,9 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			if err != nil {
 				return err
 			}
-			if _, err := file.WriteAt(data, b.Offset); err != nil {
+			_, err = file.WriteAt(data, b.Offset)
+			putBlock(data) // a no-op for data from a peer
+			if err != nil {
 				return err
 			}
 			f.mu.Lock()
@@ -266,12 +268,18 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 // fetchBlock gets a block's bytes from a local file that has them, else
 // from a peer that has the file's version; every source is hash-checked.
 func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block, sources blockSources) ([]byte, error) {
-	buf := make([]byte, b.Size)
+	var buf []byte
 	for _, src := range sources[b.Hash] {
+		if buf == nil {
+			buf = getBlock(int(b.Size))
+		}
 		if f.readLocal(src, buf) && chunk.HashOf(buf) == b.Hash {
 			f.reusedBytes.Add(int64(b.Size))
 			return buf, nil
 		}
+	}
+	if buf != nil {
+		putBlock(buf)
 	}
 	peers := f.set.Has(r.Name, r.Version)
 	var lastErr error = errors.New("no connected device has it")
@@ -347,14 +355,16 @@ func (f *folder) readBlock(req *protocol.Request) ([]byte, error) {
 		return nil, protocol.ErrNoSuchFile
 	}
 	defer file.Close()
-	buf := make([]byte, req.GetSize())
+	buf := getBlock(int(req.GetSize()))
 	n, _ := file.ReadAt(buf, req.GetOffset())
 	if n != len(buf) {
+		putBlock(buf)
 		return nil, protocol.ErrInvalidFile
 	}
 	if h := req.GetHash(); len(h) == chunk.HashSize && chunk.HashOf(buf) != chunk.Hash(h) {
 		// The file changed since it was indexed; the peer will try another
 		// source or wait for the new index.
+		putBlock(buf)
 		return nil, protocol.ErrInvalidFile
 	}
 	return buf, nil

@@ -36,6 +36,13 @@ type Model interface {
 	Closed(peer DeviceID, err error)
 }
 
+// Releaser is an optional ability of a Model: Release is called with the
+// data a Request returned once the connection no longer needs it, so the
+// model can reuse the buffer.
+type Releaser interface {
+	Release(data []byte)
+}
+
 // Defaults for the zero fields of Options.
 const (
 	DefaultPingInterval        = 90 * time.Second

@@ -135,6 +135,10 @@ func (c *Conn) startRequest(ctx context.Context, req *Request, wg *sync.WaitGrou
 		}
 		// The response can only fail to go out if the connection ends.
 		_ = c.send(ctx, resp)
+		// send copied the data into its frame; the model may reuse it.
+		if r, ok := c.model.(Releaser); ok && err == nil {
+			r.Release(data)
+		}
 	})
 }
 
