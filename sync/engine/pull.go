@@ -239,6 +239,7 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			if err != nil {
 				return err
 			}
+			startWriteback(file, b.Offset, int(b.Size))
 			f.mu.Lock()
 			f.pullDone += int64(b.Size)
 			f.mu.Unlock()

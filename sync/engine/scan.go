@@ -14,8 +14,13 @@ import (
 	"lockstep/sync/scan"
 )
 
-// scanBatch is how many changed records are committed at once.
-const scanBatch = 1000
+// A scan commits and announces its changes when it has this many records,
+// this many bytes of changed files, or has gathered for this long.
+const (
+	scanBatch      = 1000
+	scanBatchBytes = 64 << 20
+	scanBatchTime  = 500 * time.Millisecond
+)
 
 // known adapts the index to what the scanner asks: deleted records count
 // as absent.
@@ -44,7 +49,11 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 	}
 	cfg := f.config()
 	now := uint64(time.Now().Unix())
-	var batch []index.Record
+	var (
+		batch      []index.Record
+		batchBytes int64
+		batchStart = time.Now()
+	)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -52,7 +61,7 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		if _, err := f.set.UpdateLocal(ctx, batch); err != nil {
 			return err
 		}
-		batch = batch[:0]
+		batch, batchBytes, batchStart = batch[:0], 0, time.Now()
 		f.notifyIndex()
 		return nil
 	}
@@ -83,7 +92,10 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 			}
 		}
 		batch = append(batch, r)
-		if len(batch) >= scanBatch {
+		batchBytes += r.Size
+		// Announce large files and long scans as they go, so peers start
+		// pulling while the rest is still being hashed.
+		if len(batch) >= scanBatch || batchBytes >= scanBatchBytes || time.Since(batchStart) >= scanBatchTime {
 			return flush()
 		}
 		return nil
