@@ -25,6 +25,11 @@ const (
 	maxBytesInAir  = 48 << 20
 	finisherBatch  = 512
 	massDeleteMinF = 4 // below this many local files the guard stays quiet
+
+	// Files at least this large start their writeback block by block;
+	// smaller ones are left to the batch barrier, which flushes many at
+	// once far more cheaply than thousands of tiny writebacks.
+	earlyWritebackSize = 16 << 20
 )
 
 // errChangedLocally means a local file changed since it was scanned; it is
@@ -239,7 +244,9 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			if err != nil {
 				return err
 			}
-			startWriteback(file, b.Offset, int(b.Size))
+			if r.Size >= earlyWritebackSize {
+				startWriteback(file, b.Offset, int(b.Size))
+			}
 			f.mu.Lock()
 			f.pullDone += int64(b.Size)
 			f.mu.Unlock()

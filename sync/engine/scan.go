@@ -14,12 +14,12 @@ import (
 	"lockstep/sync/scan"
 )
 
-// A scan commits and announces its changes when it has this many records,
-// this many bytes of changed files, or has gathered for this long.
+// A scan commits and announces its changes when it has this many records
+// or this many bytes of changed files, so peers start pulling large files
+// while the rest is still being hashed.
 const (
 	scanBatch      = 1000
 	scanBatchBytes = 64 << 20
-	scanBatchTime  = 500 * time.Millisecond
 )
 
 // known adapts the index to what the scanner asks: deleted records count
@@ -52,7 +52,6 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 	var (
 		batch      []index.Record
 		batchBytes int64
-		batchStart = time.Now()
 	)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -61,7 +60,7 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		if _, err := f.set.UpdateLocal(ctx, batch); err != nil {
 			return err
 		}
-		batch, batchBytes, batchStart = batch[:0], 0, time.Now()
+		batch, batchBytes = batch[:0], 0
 		f.notifyIndex()
 		return nil
 	}
@@ -93,9 +92,7 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		}
 		batch = append(batch, r)
 		batchBytes += r.Size
-		// Announce large files and long scans as they go, so peers start
-		// pulling while the rest is still being hashed.
-		if len(batch) >= scanBatch || batchBytes >= scanBatchBytes || time.Since(batchStart) >= scanBatchTime {
+		if len(batch) >= scanBatch || batchBytes >= scanBatchBytes {
 			return flush()
 		}
 		return nil
