@@ -68,8 +68,8 @@ func TestSyncThreeNodes(t *testing.T) {
 	}
 }
 
-// newClusterWithSeed starts a cluster whose first node's folder starts as a
-// copy of seed.
+// newClusterWithSeed starts a cluster whose first node's folder starts as
+// seed (moved into place), or empty when seed is "".
 func newClusterWithSeed(t *testing.T, n int, seed string, types ...string) *cluster {
 	t.Helper()
 	c := &cluster{}
@@ -78,8 +78,10 @@ func newClusterWithSeed(t *testing.T, n int, seed string, types ...string) *clus
 		c.nodes = append(c.nodes, startNode(t, name))
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "folder-"+name))
 	}
-	if err := os.Rename(seed, c.dirs[0]); err != nil {
-		t.Fatal(err)
+	if seed != "" {
+		if err := os.Rename(seed, c.dirs[0]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, x := range c.nodes {
 		for j, y := range c.nodes {

@@ -171,30 +171,5 @@ type cluster struct {
 // them with the given types (sendreceive when types is shorter).
 func newCluster(t *testing.T, n int, types ...string) *cluster {
 	t.Helper()
-	c := &cluster{}
-	for i := range n {
-		name := string(rune('a' + i))
-		c.nodes = append(c.nodes, startNode(t, name))
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "folder-"+name))
-	}
-	for i, a := range c.nodes {
-		for j, b := range c.nodes {
-			if i != j {
-				a.cli("device", "add", b.ID, "--name", b.name, "--address", b.Listen)
-			}
-		}
-	}
-	for i, a := range c.nodes {
-		typ := "sendreceive"
-		if i < len(types) {
-			typ = types[i]
-		}
-		a.cli("folder", "add", "f", c.dirs[i], "--type", typ)
-		for j, b := range c.nodes {
-			if i != j {
-				a.cli("folder", "share", "f", b.ID)
-			}
-		}
-	}
-	return c
+	return newClusterWithSeed(t, n, "", types...)
 }
