@@ -37,7 +37,7 @@ func (s *Service) acceptLoop(ctx context.Context, ln net.Listener) {
 }
 
 func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config) {
-	tc := tls.Server(raw, cfg)
+	tc := tls.Server(newBufferedConn(raw), cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()
@@ -129,7 +129,7 @@ func (s *Service) dial(ctx context.Context, id crypt.DeviceID, hostport string) 
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(raw, crypt.ClientTLSConfig(s.cfg.Identity, id))
+	tc := tls.Client(newBufferedConn(raw), crypt.ClientTLSConfig(s.cfg.Identity, id))
 	if err := tc.HandshakeContext(dctx); err != nil {
 		tc.Close()
 		return nil, err

@@ -1,0 +1,132 @@
+package connections
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"lockstep/crypt"
+)
+
+// memRegistry is a Registry over a fixed peer list.
+type memRegistry struct {
+	mu      sync.Mutex
+	peers   []Peer
+	pending []crypt.DeviceID
+}
+
+func (r *memRegistry) Peers(context.Context) ([]Peer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Peer(nil), r.peers...), nil
+}
+
+func (r *memRegistry) Pending(_ context.Context, id crypt.DeviceID, _ string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = append(r.pending, id)
+	return nil
+}
+
+func (r *memRegistry) Seen(context.Context, crypt.DeviceID, time.Time) error { return nil }
+
+// holdHandler keeps each connection until it ends, marking it ready.
+type holdHandler struct{}
+
+func (holdHandler) ServeConn(ctx context.Context, c *Conn) error {
+	c.MarkReady()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func newService(t *testing.T, id *crypt.Identity, reg Registry) *Service {
+	t.Helper()
+	s, err := New(context.Background(), Config{
+		Identity: id, Registry: reg, Handler: holdHandler{},
+		Listen: []string{"tcp://127.0.0.1:0"}, RefreshInterval: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func identity(t *testing.T, name string) *crypt.Identity {
+	t.Helper()
+	id, _, err := crypt.LoadOrCreateIdentity(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestBothDialOneConnection: two services that know each other and dial at
+// once end with one connection, the same one on both sides; an unknown
+// device is refused and recorded as pending.
+func TestBothDialOneConnection(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a, b, c := identity(t, "a"), identity(t, "b"), identity(t, "c")
+	ra, rb, rc := &memRegistry{}, &memRegistry{}, &memRegistry{}
+	sa, sb := newService(t, a, ra), newService(t, b, rb)
+	ra.peers = []Peer{{ID: b.ID, Addresses: sb.Addresses()}}
+	rb.peers = []Peer{{ID: a.ID, Addresses: sa.Addresses()}}
+	sc := newService(t, c, rc)
+	rc.peers = []Peer{{ID: a.ID, Addresses: sa.Addresses()}}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range []*Service{sa, sb, sc} {
+		wg.Go(func() { s.Serve(ctx) })
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ca, cb := sa.Connections(), sb.Connections()
+		if len(ca) == 1 && len(cb) == 1 && ca[0].Dialed != cb[0].Dialed {
+			// The kept connection was dialed by the smaller ID on both sides.
+			aSmaller := string(a.ID[:]) < string(b.ID[:])
+			if ca[0].Dialed != aSmaller {
+				t.Fatalf("kept the connection dialed by the larger ID")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no single agreed connection: a %+v, b %+v", ca, cb)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) {
+		ra.mu.Lock()
+		n := len(ra.pending)
+		ra.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if len(ra.pending) == 0 || ra.pending[0] != c.ID {
+		t.Fatalf("unknown device not recorded as pending: %v", ra.pending)
+	}
+	if sa.Connected(c.ID) {
+		t.Fatal("an unknown device got a connection")
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	for in, want := range map[string]string{"tcp://127.0.0.1:22100": "127.0.0.1:22100", "tcp://[::1]:1/": "[::1]:1"} {
+		if got, err := ParseAddress(in); err != nil || got != want {
+			t.Errorf("ParseAddress(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "dynamic", "udp://1.2.3.4:5", "tcp://host", "tcp://h:1/path", "http://h:1"} {
+		if _, err := ParseAddress(bad); err == nil {
+			t.Errorf("ParseAddress(%q) accepted", bad)
+		}
+	}
+}
