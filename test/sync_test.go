@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,7 @@ func TestSyncThreeNodes(t *testing.T) {
 		t.Fatalf("initial sync incomplete: %+v", got)
 	}
 
+	checkStatusAfterSync(t, c)
 	pulledBefore := c.nodes[0].folder(t).PulledBytes
 
 	// Changes on different nodes.
@@ -188,4 +190,46 @@ func TestSendOnlyReceiveOnly(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(src, "from-source.txt")); string(b) != "source" {
 		t.Errorf("the sendonly node took a change: %q", b)
 	}
+}
+
+// checkStatusAfterSync: status --json shows a converged folder as the
+// contract describes it.
+func checkStatusAfterSync(t *testing.T, c *cluster) {
+	t.Helper()
+	var st struct {
+		Folders []struct {
+			ID          string `json:"id"`
+			Type        string `json:"type"`
+			State       string `json:"state"`
+			LocalFiles  int64  `json:"localFiles"`
+			LocalBytes  int64  `json:"localBytes"`
+			GlobalFiles int64  `json:"globalFiles"`
+			GlobalBytes int64  `json:"globalBytes"`
+			NeedFiles   int64  `json:"needFiles"`
+			NeedBytes   int64  `json:"needBytes"`
+			Peers       []struct {
+				Device     string  `json:"device"`
+				Connected  bool    `json:"connected"`
+				Completion float64 `json:"completion"`
+			} `json:"peers"`
+		} `json:"folders"`
+	}
+	eventually(t, converge, "status to show every peer complete", func() bool {
+		if err := json.Unmarshal([]byte(c.nodes[1].cli("status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Folders) != 1 {
+			return false
+		}
+		f := st.Folders[0]
+		if f.NeedFiles != 0 || f.LocalFiles != f.GlobalFiles || f.LocalBytes != f.GlobalBytes || f.LocalFiles == 0 || len(f.Peers) != len(c.nodes)-1 {
+			return false
+		}
+		for _, p := range f.Peers {
+			if !p.Connected || p.Completion != 100 {
+				return false
+			}
+		}
+		return f.ID == "f" && f.Type == "sendreceive" && f.State == "idle"
+	})
 }
