@@ -102,7 +102,7 @@ func Run(parent context.Context, opts Options) error {
 			folderRoot = filepath.Join(h, "Sync")
 		}
 	}
-	eng := engine.New(id.ID, database, log, engine.Options{DefaultFolderRoot: folderRoot})
+	eng := engine.New(id.ID, database, log, engine.Options{})
 	reg := &registry{db: database, self: id.ID}
 	conns, err := connections.New(ctx, connections.Config{
 		Identity: id,

@@ -27,10 +27,12 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/sync/scan"
 )
 
 // Engine runs a node's folders and talks to its peers about them.
@@ -55,13 +57,9 @@ type Options struct {
 	// files are bound by round trips and file system calls, not bandwidth).
 	Workers int
 	// RescanInterval is the full rescan period (default 1 h).
-	RescanIntervalSeconds int
-	// WatchDelay is how long the watcher gathers events, in milliseconds
-	// (default 50).
-	WatchDelayMillis int
-	// DefaultFolderRoot is where accepted folder offers go when no path is
-	// given.
-	DefaultFolderRoot string
+	RescanInterval time.Duration
+	// WatchDelay is how long the watcher gathers events (default 50 ms).
+	WatchDelay time.Duration
 }
 
 // New returns an engine for the node id with its database.
@@ -69,11 +67,11 @@ func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, opts Options) *En
 	if opts.Workers <= 0 {
 		opts.Workers = 16
 	}
-	if opts.RescanIntervalSeconds <= 0 {
-		opts.RescanIntervalSeconds = 3600
+	if opts.RescanInterval <= 0 {
+		opts.RescanInterval = time.Hour
 	}
-	if opts.WatchDelayMillis <= 0 {
-		opts.WatchDelayMillis = 50
+	if opts.WatchDelay <= 0 {
+		opts.WatchDelay = scan.DefaultDelay
 	}
 	return &Engine{
 		id: id, db: database, log: log, opts: opts,
@@ -163,7 +161,7 @@ func (e *Engine) folder(id string) *folder {
 	return e.folders[id]
 }
 
-// Folders returns the running folders by ID.
+// runningFolders lists the running folders.
 func (e *Engine) runningFolders() []*folder {
 	e.mu.Lock()
 	defer e.mu.Unlock()

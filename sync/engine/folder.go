@@ -202,7 +202,7 @@ func (f *folder) serve(ctx context.Context) {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	w, err := scan.NewWatcher(f.config().Path, f.ignored, time.Duration(f.e.opts.WatchDelayMillis)*time.Millisecond)
+	w, err := scan.NewWatcher(f.config().Path, f.ignored, f.e.opts.WatchDelay)
 	if err != nil {
 		f.log.Warn("watching for changes failed; relying on periodic rescans", "err", err)
 	} else {
@@ -223,7 +223,7 @@ func (f *folder) serve(ctx context.Context) {
 		})
 	}
 
-	rescan := time.NewTicker(time.Duration(f.e.opts.RescanIntervalSeconds) * time.Second)
+	rescan := time.NewTicker(f.e.opts.RescanInterval)
 	defer rescan.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
