@@ -275,6 +275,15 @@ func (f *folder) runScan(ctx context.Context) {
 	f.setState(StateScanning)
 	start := time.Now()
 	err := f.scan(ctx, paths)
+	for range 3 {
+		if !errors.Is(err, errPolynomialChanged) {
+			break
+		}
+		// A peer's polynomial arrived before this scan recorded anything:
+		// scan everything again with it.
+		f.log.Debug("rescanning with the adopted chunking polynomial")
+		err = f.scan(ctx, nil)
+	}
 	f.setState(StateIdle)
 	f.log.Debug("scan done", "paths", len(paths), "took", time.Since(start))
 	if err != nil && ctx.Err() == nil {

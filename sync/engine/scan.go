@@ -53,9 +53,21 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		batch      []index.Record
 		batchBytes int64
 	)
+	fixed := false
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
+		}
+		if !fixed {
+			for i := range batch {
+				if batch[i].Type == index.File && !batch[i].Deleted {
+					if err := f.fixPolynomial(ctx, pol); err != nil {
+						return err
+					}
+					fixed = true
+					break
+				}
+			}
 		}
 		if _, err := f.set.UpdateLocal(ctx, batch); err != nil {
 			return err
@@ -116,12 +128,20 @@ func (f *folder) loadIgnore() (*scan.Matcher, error) {
 	return scan.ParseIgnore(file)
 }
 
+// errPolynomialChanged ends a scan whose polynomial was replaced by a
+// peer's before the scan recorded any file; the scan starts over.
+var errPolynomialChanged = errors.New("chunking polynomial changed during the scan")
+
 // polynomial returns the folder's chunking polynomial, choosing a random
-// one on first use. Trusted peers adopt each other's (see adoptPolynomial)
-// so their block lists line up.
+// one on first use. Trusted peers may replace it (see adoptPolynomial) until
+// the folder has recorded a file chunked with it.
 func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
 	f.polMu.Lock()
 	defer f.polMu.Unlock()
+	return f.polynomialLocked(ctx)
+}
+
+func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
 	key := "polynomial/" + f.cfg.ID
 	s, err := f.e.db.Setting(ctx, key)
 	if err == nil {
@@ -138,37 +158,63 @@ func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
 	return p, f.e.db.SetSetting(ctx, key, strconv.FormatUint(uint64(p), 10))
 }
 
-// adoptPolynomial decides between this folder's polynomial and a peer's so
-// that devices sharing a folder chunk alike: a folder that has chunked no
-// file yet takes the peer's (a folder accepted from an offer takes its
-// creator's), and of two folders that both hold files the smaller
-// polynomial wins. Content stays correct either way; only the reuse of
-// local blocks suffers while they differ.
-func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theyHaveFiles bool) error {
-	if theirs == 0 || !chunker.Pol(theirs).Irreducible() {
+// fixPolynomial is called before a scan records its first file: it checks
+// that pol, the polynomial the scan chunked with, is still the folder's,
+// and fixes it for good. Callers hold no lock.
+func (f *folder) fixPolynomial(ctx context.Context, pol chunker.Pol) error {
+	f.polMu.Lock()
+	defer f.polMu.Unlock()
+	if f.polFixed(ctx) {
 		return nil
 	}
-	mine, err := f.polynomial(ctx)
-	if err != nil || theirs == uint64(mine) {
+	cur, err := f.polynomialLocked(ctx)
+	if err != nil {
 		return err
 	}
-	iHaveFiles := false
+	if cur != pol {
+		return errPolynomialChanged
+	}
+	return f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.cfg.ID, "1")
+}
+
+// polFixed reports whether the folder has recorded files chunked with its
+// polynomial (then it never changes). Callers hold polMu.
+func (f *folder) polFixed(ctx context.Context) bool {
+	if v, err := f.e.db.Setting(ctx, "polynomial-fixed/"+f.cfg.ID); err == nil && v == "1" {
+		return true
+	}
+	fixed := false
 	f.set.EachLocal(func(r index.Record) error {
 		if r.Type == index.File {
-			iHaveFiles = true
+			fixed = true
 			return errStop
 		}
 		return nil
 	})
-	switch {
-	case !iHaveFiles && theyHaveFiles:
-	case iHaveFiles && theyHaveFiles && theirs < uint64(mine):
-	case !iHaveFiles && !theyHaveFiles && theirs < uint64(mine):
-	default:
+	return fixed
+}
+
+// adoptPolynomial lets devices sharing a folder chunk alike, so blocks
+// line up and edits move only what changed. A folder that has not fixed its
+// polynomial yet takes the peer's when the peer has files (a folder
+// accepted from an offer chunks like its creator), or when both are empty
+// and the peer's is smaller. Once a folder has recorded files chunked with
+// its polynomial it keeps it: two folders created independently with files
+// on both sides keep their own, and content stays correct, only block reuse
+// between them suffers.
+func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theyHaveFiles bool) error {
+	if theirs == 0 || !chunker.Pol(theirs).Irreducible() {
 		return nil
 	}
 	f.polMu.Lock()
 	defer f.polMu.Unlock()
+	mine, err := f.polynomialLocked(ctx)
+	if err != nil || theirs == uint64(mine) || f.polFixed(ctx) {
+		return err
+	}
+	if !theyHaveFiles && theirs > uint64(mine) {
+		return nil
+	}
 	f.log.Debug("adopting a peer's chunking polynomial")
 	return f.e.db.SetSetting(ctx, "polynomial/"+f.cfg.ID, strconv.FormatUint(theirs, 10))
 }
