@@ -94,6 +94,14 @@ func TestHostilePeerNames(t *testing.T) {
 			Blocks: []*protocol.BlockInfo{{Offset: 0, Size: uint32(len(content)), Hash: hash[:]}},
 		}
 	}
+	// tampered announces a file whose block hash the served content does
+	// not match: the content must never be written.
+	tampered := func(name string, seq int64) *protocol.FileInfo {
+		fi := file(name, seq)
+		other := chunk.HashOf([]byte("other"))
+		fi.Blocks[0].Hash = other[:]
+		return fi
+	}
 	link := func(name, target string, seq int64) *protocol.FileInfo {
 		return &protocol.FileInfo{
 			Name: name, Type: protocol.FileInfoType_FILE_INFO_TYPE_SYMLINK, SymlinkTarget: target,
@@ -134,6 +142,7 @@ func TestHostilePeerNames(t *testing.T) {
 		file("up/outside/x", 13),
 		file("root/tmp/lockstep-hostile-x", 14),
 		file("ok2.txt", 15),
+		tampered("bad.txt", 16),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +154,14 @@ func TestHostilePeerNames(t *testing.T) {
 	// Give the hostile entries time to be attempted (they are retried).
 	time.Sleep(2 * time.Second)
 
+	if _, err := os.Lstat(filepath.Join(folder, "bad.txt")); err == nil {
+		t.Error("a block that failed its hash check was written")
+	}
+	for name, e := range snapshot(t, folder) {
+		if e.Type == "TEMP" {
+			t.Errorf("temp file %s left behind by a failed pull", name)
+		}
+	}
 	entries, _ := os.ReadDir(outside)
 	if len(entries) != 0 {
 		t.Errorf("something was written outside the folder: %v", entries)
