@@ -31,7 +31,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "lockstep")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/lockstep")
+	args := []string{"build", "-o", binary}
+	if os.Getenv("LOCKSTEP_RACE") != "" {
+		// The daemons run with the race detector; a race makes them exit
+		// non-zero, which the tests notice.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/lockstep")...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building lockstep:", err)
@@ -88,6 +94,7 @@ type node struct {
 	log    *syncBuffer
 	exited chan struct{}
 	err    error
+	killed bool
 
 	ID     string
 	Listen string // tcp://127.0.0.1:PORT
@@ -137,7 +144,11 @@ func startNodeIn(t testing.TB, name, homeDir string, extra ...string) *node {
 		close(n.exited)
 	}()
 	t.Cleanup(func() {
-		n.stop()
+		if err := n.stop(); err != nil && !n.killed {
+			// A clean SIGTERM exit is 0; anything else (a panic, a data
+			// race under LOCKSTEP_RACE) is a failure.
+			t.Errorf("%s did not exit cleanly: %v", name, err)
+		}
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", name, n.log.String())
 		}
@@ -198,6 +209,7 @@ func (n *node) stop() error {
 
 // kill stops the node with SIGKILL, as a crash would.
 func (n *node) kill() {
+	n.killed = true
 	n.cmd.Process.Kill()
 	<-n.exited
 }

@@ -114,7 +114,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 	var started []*folder
 	for id, f := range e.folders {
 		cfg, ok := want[id]
-		if !ok || cfg.Path != f.cfg.Path || cfg.Type != f.cfg.Type {
+		if cur := f.config(); !ok || cfg.Path != cur.Path || cfg.Type != cur.Type {
 			e.stops[id]()
 			delete(e.folders, id)
 			delete(e.stops, id)
@@ -143,7 +143,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 	e.mu.Unlock()
 	for _, f := range started {
 		if err := f.refreshShares(ctx); err != nil {
-			e.log.Warn("reading folder shares", "folder", f.cfg.ID, "err", err)
+			e.log.Warn("reading folder shares", "folder", f.id, "err", err)
 		}
 	}
 	for _, pc := range conns {

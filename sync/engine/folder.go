@@ -29,6 +29,7 @@ const (
 
 // folder is one synced folder: its files, its index and its loop.
 type folder struct {
+	id    string // the folder ID; unlike cfg, never changes
 	e     *Engine
 	fs    *fsys.Root
 	set   *index.Set
@@ -73,7 +74,7 @@ func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
 		return nil, err
 	}
 	return &folder{
-		e: e, fs: root, set: set, short: e.id.Short(),
+		id: cfg.ID, e: e, fs: root, set: set, short: e.id.Short(),
 		log:     e.log.With("folder", cfg.ID),
 		pullCh:  make(chan struct{}, 1),
 		scanCh:  make(chan struct{}, 1),
@@ -95,7 +96,7 @@ func (f *folder) setConfig(cfg db.Folder) {
 }
 
 func (f *folder) refreshShares(ctx context.Context) error {
-	devs, err := f.e.db.FolderDevices(ctx, f.cfg.ID)
+	devs, err := f.e.db.FolderDevices(ctx, f.id)
 	if err != nil && !errors.Is(err, db.ErrNotFound) {
 		return err
 	}

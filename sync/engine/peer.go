@@ -76,24 +76,25 @@ func (pc *peerConn) sendClusterConfig(ctx context.Context) {
 		if !f.sharedWith(pc.id) {
 			continue
 		}
-		myIndex, err := e.indexID(ctx, f.cfg.ID)
+		myIndex, err := e.indexID(ctx, f.id)
 		if err != nil {
-			e.log.Warn("index ID", "folder", f.cfg.ID, "err", err)
+			e.log.Warn("index ID", "folder", f.id, "err", err)
 			continue
 		}
 		pol, err := f.polynomial(ctx)
 		if err != nil {
-			e.log.Warn("chunking polynomial", "folder", f.cfg.ID, "err", err)
+			e.log.Warn("chunking polynomial", "folder", f.id, "err", err)
 			continue
 		}
+		cfg := f.config()
 		cc.Folders = append(cc.Folders, &protocol.Folder{
-			Id:         f.cfg.ID,
-			Label:      f.cfg.Label,
-			Type:       wireFolderType(f.cfg.Type),
+			Id:         f.id,
+			Label:      cfg.Label,
+			Type:       wireFolderType(cfg.Type),
 			Polynomial: uint64(pol),
 			Devices: []*protocol.FolderDevice{
 				{DeviceId: e.id[:], MaxSequence: f.set.LocalSequence(), IndexId: myIndex},
-				{DeviceId: pc.id[:], MaxSequence: f.set.RemoteSequence(pc.id), IndexId: e.peerIndexID(ctx, f.cfg.ID, pc.id)},
+				{DeviceId: pc.id[:], MaxSequence: f.set.RemoteSequence(pc.id), IndexId: e.peerIndexID(ctx, f.id, pc.id)},
 			},
 		})
 	}
@@ -161,22 +162,22 @@ func (pc *peerConn) reconcile() error {
 			}
 		}
 		if err := f.adoptPolynomial(ctx, wf.GetPolynomial(), theirs.GetMaxSequence() > 0); err != nil {
-			e.log.Warn("adopting the peer's chunking polynomial", "folder", f.cfg.ID, "err", err)
+			e.log.Warn("adopting the peer's chunking polynomial", "folder", f.id, "err", err)
 		}
 		if theirs != nil && theirs.GetIndexId() != 0 {
-			if known := e.peerIndexID(ctx, f.cfg.ID, peer); known != theirs.GetIndexId() {
+			if known := e.peerIndexID(ctx, f.id, peer); known != theirs.GetIndexId() {
 				if known != 0 {
-					e.log.Info("peer's index was reset; fetching it again", "folder", f.cfg.ID, "device", peer.String())
+					e.log.Info("peer's index was reset; fetching it again", "folder", f.id, "device", peer.String())
 				}
 				if err := f.set.DropRemote(ctx, peer); err != nil {
 					return fmt.Errorf("dropping old index: %w", err)
 				}
-				if err := e.setPeerIndexID(ctx, f.cfg.ID, peer, theirs.GetIndexId()); err != nil {
+				if err := e.setPeerIndexID(ctx, f.id, peer, theirs.GetIndexId()); err != nil {
 					return err
 				}
 			}
 		}
-		myIndex, err := e.indexID(ctx, f.cfg.ID)
+		myIndex, err := e.indexID(ctx, f.id)
 		if err != nil {
 			return err
 		}
@@ -185,7 +186,7 @@ func (pc *peerConn) reconcile() error {
 			start = mine.GetMaxSequence()
 		}
 		pc.startSender(f, start)
-		offered[f.cfg.ID] = true
+		offered[f.id] = true
 	}
 	// Folders the peer stopped sharing: stop sending them.
 	pc.mu.Lock()
@@ -204,14 +205,14 @@ func (pc *peerConn) reconcile() error {
 func (pc *peerConn) startSender(f *folder, start int64) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if s, ok := pc.senders[f.cfg.ID]; ok {
+	if s, ok := pc.senders[f.id]; ok {
 		if s.f == f {
 			return
 		}
 		s.stop() // the folder was restarted
 	}
 	ctx, stop := context.WithCancel(pc.ctx)
-	pc.senders[f.cfg.ID] = sender{f: f, stop: stop}
+	pc.senders[f.id] = sender{f: f, stop: stop}
 	pc.wg.Go(func() { pc.sendIndex(ctx, f, start) })
 }
 
@@ -238,14 +239,14 @@ func (pc *peerConn) sendIndex(ctx context.Context, f *folder, start int64) {
 			for _, b := range batches {
 				var err error
 				if first {
-					err = pc.conn.Index(ctx, &protocol.Index{Folder: f.cfg.ID, Files: b})
+					err = pc.conn.Index(ctx, &protocol.Index{Folder: f.id, Files: b})
 					first = false
 				} else {
-					err = pc.conn.IndexUpdate(ctx, &protocol.IndexUpdate{Folder: f.cfg.ID, Files: b})
+					err = pc.conn.IndexUpdate(ctx, &protocol.IndexUpdate{Folder: f.id, Files: b})
 				}
 				if err != nil {
 					if ctx.Err() == nil {
-						pc.e.log.Debug("sending index", "folder", f.cfg.ID, "device", pc.id.String(), "err", err)
+						pc.e.log.Debug("sending index", "folder", f.id, "device", pc.id.String(), "err", err)
 					}
 					return
 				}

@@ -135,7 +135,7 @@ func (f *folder) guardMassDelete(need []index.Record) bool {
 	}
 	f.mu.Lock()
 	f.blocked = true
-	f.err = fmt.Sprintf("peers' changes would delete %d of %d files; stopped. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, f.cfg.ID)
+	f.err = fmt.Sprintf("peers' changes would delete %d of %d files; stopped. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, f.id)
 	f.mu.Unlock()
 	f.log.Warn("stopped before a mass deletion", "deletes", dels, "files", local)
 	return true
@@ -296,7 +296,7 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 			continue
 		}
 		data, err := f.e.request(ctx, p, &protocol.Request{
-			Folder: f.cfg.ID, Name: r.Name, Offset: b.Offset, Size: b.Size, Hash: b.Hash[:],
+			Folder: f.id, Name: r.Name, Offset: b.Offset, Size: b.Size, Hash: b.Hash[:],
 		})
 		if err != nil {
 			lastErr = err

@@ -142,7 +142,7 @@ func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
 }
 
 func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
-	key := "polynomial/" + f.cfg.ID
+	key := "polynomial/" + f.id
 	s, err := f.e.db.Setting(ctx, key)
 	if err == nil {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -174,13 +174,13 @@ func (f *folder) fixPolynomial(ctx context.Context, pol chunker.Pol) error {
 	if cur != pol {
 		return errPolynomialChanged
 	}
-	return f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.cfg.ID, "1")
+	return f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.id, "1")
 }
 
 // polFixed reports whether the folder has recorded files chunked with its
 // polynomial (then it never changes). Callers hold polMu.
 func (f *folder) polFixed(ctx context.Context) bool {
-	if v, err := f.e.db.Setting(ctx, "polynomial-fixed/"+f.cfg.ID); err == nil && v == "1" {
+	if v, err := f.e.db.Setting(ctx, "polynomial-fixed/"+f.id); err == nil && v == "1" {
 		return true
 	}
 	fixed := false
@@ -216,7 +216,7 @@ func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theyHaveFil
 		return nil
 	}
 	f.log.Debug("adopting a peer's chunking polynomial")
-	return f.e.db.SetSetting(ctx, "polynomial/"+f.cfg.ID, strconv.FormatUint(theirs, 10))
+	return f.e.db.SetSetting(ctx, "polynomial/"+f.id, strconv.FormatUint(theirs, 10))
 }
 
 var errStop = errors.New("stop")
