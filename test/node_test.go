@@ -258,3 +258,17 @@ func TestDeviceAddRejectsBadIDs(t *testing.T) {
 		t.Error("device add accepted a non-tcp address")
 	}
 }
+
+func TestUsageErrorsPointToHelp(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "h")
+	for _, args := range [][]string{{"bogus"}, {"folder", "add"}, {"serve", "--no-such-flag"}} {
+		r := run(t, home, args...)
+		if r.code == 0 {
+			t.Fatalf("%v succeeded", args)
+		}
+		assertOneLineError(t, r)
+		if !strings.Contains(r.stderr, "--help") {
+			t.Errorf("%v: %q does not point to --help", args, r.stderr)
+		}
+	}
+}

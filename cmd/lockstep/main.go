@@ -19,10 +19,16 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
+	root := newRoot()
+	cmd, err := root.ExecuteContextC(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockstep: "+oneLine(err))
+		msg := oneLine(err)
+		// Cobra's own argument errors say nothing about what was expected.
+		if strings.HasPrefix(msg, "accepts ") || strings.HasPrefix(msg, "unknown command") {
+			msg += " (see '" + cmd.CommandPath() + " --help')"
+		}
+		fmt.Fprintln(os.Stderr, "lockstep: "+msg)
 		os.Exit(1)
 	}
 }
