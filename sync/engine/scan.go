@@ -36,6 +36,12 @@ func (k known) Local(name string) (index.Record, bool) {
 
 func (k known) EachLocal(fn func(index.Record) error) error { return k.set.EachLocal(fn) }
 
+// EachLocalUnder lets subtree scans (every watcher event) visit only their
+// part of the index.
+func (k known) EachLocalUnder(dir string, fn func(index.Record) error) error {
+	return k.set.EachLocalUnder(dir, fn)
+}
+
 // scan finds local changes under paths (all when nil), gives each a new
 // version and announces them.
 func (f *folder) scan(ctx context.Context, paths []string) error {

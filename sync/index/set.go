@@ -83,10 +83,21 @@ func (s *Set) Local(name string) (Record, bool) {
 // EachLocal calls fn for every local record that is not deleted, in name
 // order. fn must not call back into s for writing.
 func (s *Set) EachLocal(fn func(Record) error) error {
+	return s.eachLocal("", fn)
+}
+
+// EachLocalUnder is EachLocal for the records under dir (names starting
+// with dir + "/"). A scan of a few changed paths uses it, so it sorts only
+// what it visits, not the whole folder.
+func (s *Set) EachLocalUnder(dir string, fn func(Record) error) error {
+	return s.eachLocal(dir+"/", fn)
+}
+
+func (s *Set) eachLocal(prefix string, fn func(Record) error) error {
 	s.mu.RLock()
-	recs := make([]*Record, 0, len(s.local))
-	for _, r := range s.local {
-		if !r.Deleted {
+	recs := make([]*Record, 0, 16)
+	for name, r := range s.local {
+		if !r.Deleted && strings.HasPrefix(name, prefix) {
 			recs = append(recs, r)
 		}
 	}

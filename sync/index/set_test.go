@@ -125,3 +125,25 @@ func TestDeletionsOrderedDeepestFirst(t *testing.T) {
 		t.Fatalf("deletion order: %+v", need)
 	}
 }
+
+func TestEachLocalUnder(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	v := Vector{{1, 1}}
+	s.UpdateLocal(ctx, []Record{
+		{Name: "a", Type: Dir, Version: v}, {Name: "a/z", Version: v}, {Name: "a/b", Version: v},
+		{Name: "ab", Version: v}, {Name: "a/gone", Version: v, Deleted: true}, {Name: "b/x", Version: v},
+	})
+	var got []string
+	if err := s.EachLocalUnder("a", func(r Record) error { got = append(got, r.Name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != "a/b" || got[1] != "a/z" {
+		t.Fatalf("under a: %v (want a/b, a/z: sorted, no sibling prefix, no deleted)", got)
+	}
+	got = nil
+	s.EachLocal(func(r Record) error { got = append(got, r.Name); return nil })
+	if len(got) != 5 || got[0] != "a" || got[4] != "b/x" {
+		t.Fatalf("all: %v", got)
+	}
+}
