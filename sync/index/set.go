@@ -324,6 +324,31 @@ type Counts struct {
 	NeedFiles, NeedBytes     int64
 }
 
+// eachName calls fn once for every name any device has a record of, with
+// its global record (nil if none counts). Callers hold mu.
+func (s *Set) eachName(fn func(name string, g *Record)) {
+	seen := func(name string, upto int, devs []map[string]*Record) bool {
+		for _, m := range devs[:upto] {
+			if _, ok := m[name]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	devs := make([]map[string]*Record, 0, len(s.remote)+1)
+	devs = append(devs, s.local)
+	for _, m := range s.remote {
+		devs = append(devs, m)
+	}
+	for i, m := range devs {
+		for name := range m {
+			if !seen(name, i, devs) {
+				fn(name, s.global(name))
+			}
+		}
+	}
+}
+
 // Counts computes the folder's counts. Files count regular files,
 // directories and symlinks that are not deleted.
 func (s *Set) Counts() Counts {
@@ -336,31 +361,21 @@ func (s *Set) Counts() Counts {
 			c.LocalBytes += r.Size
 		}
 	}
-	names := map[string]bool{}
-	for n := range s.local {
-		names[n] = true
-	}
-	for _, m := range s.remote {
-		for n := range m {
-			names[n] = true
-		}
-	}
-	for n := range names {
-		g := s.global(n)
+	s.eachName(func(name string, g *Record) {
 		if g == nil {
-			continue
+			return
 		}
 		if !g.Deleted {
 			c.GlobalFiles++
 			c.GlobalBytes += g.Size
 		}
-		if needs(s.local[n], g) {
+		if needs(s.local[name], g) {
 			c.NeedFiles++
 			if !g.Deleted {
 				c.NeedBytes += g.Size
 			}
 		}
-	}
+	})
 	return c
 }
 
@@ -370,28 +385,18 @@ func (s *Set) Completion(dev crypt.DeviceID) float64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	m := s.remote[dev]
-	names := map[string]bool{}
-	for n := range s.local {
-		names[n] = true
-	}
-	for _, rm := range s.remote {
-		for n := range rm {
-			names[n] = true
-		}
-	}
 	var total, have, files, haveFiles int64
-	for n := range names {
-		g := s.global(n)
+	s.eachName(func(name string, g *Record) {
 		if g == nil || g.Deleted {
-			continue
+			return
 		}
 		files++
 		total += g.Size
-		if r, ok := m[n]; ok && r.Version.Compare(g.Version) == Equal {
+		if r, ok := m[name]; ok && r.Version.Compare(g.Version) == Equal {
 			haveFiles++
 			have += g.Size
 		}
-	}
+	})
 	switch {
 	case total > 0:
 		return 100 * float64(have) / float64(total)

@@ -147,3 +147,25 @@ func TestEachLocalUnder(t *testing.T) {
 		t.Fatalf("all: %v", got)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	v := Vector{{1, 1}}
+	s.UpdateLocal(ctx, []Record{{Name: "x", Size: 300, Version: v}, {Name: "y", Size: 100, Version: v}})
+	if got := s.Completion(devA); got != 0 {
+		t.Fatalf("peer with nothing: %v%%", got)
+	}
+	s.UpdateRemote(ctx, devA, []Record{{Name: "x", Size: 300, Version: v, Sequence: 1}})
+	if got := s.Completion(devA); got != 75 {
+		t.Fatalf("peer with x: %v%%, want 75", got)
+	}
+	// A name only a peer has counts once in the global totals.
+	s.UpdateRemote(ctx, devB, []Record{{Name: "z", Size: 600, Version: Vector{{2, 1}}, Sequence: 1}})
+	if c := s.Counts(); c.GlobalFiles != 3 || c.GlobalBytes != 1000 || c.NeedFiles != 1 || c.NeedBytes != 600 {
+		t.Fatalf("counts %+v", c)
+	}
+	if got := s.Completion(devB); got != 60 {
+		t.Fatalf("peer with z only: %v%%, want 60", got)
+	}
+}
