@@ -36,6 +36,13 @@ type Model interface {
 	Closed(peer DeviceID, err error)
 }
 
+// SealedModel is an optional ability of a Model: it takes SealedIndex
+// messages (encrypted folders), called like Index. A Conn whose model lacks
+// it treats a SealedIndex as malformed.
+type SealedModel interface {
+	SealedIndex(peer DeviceID, idx *SealedIndex) error
+}
+
 // Releaser is an optional ability of a Model: Release is called with the
 // data a Request returned once the connection no longer needs it, so the
 // model can reuse the buffer.
@@ -172,6 +179,11 @@ func (c *Conn) Index(ctx context.Context, idx *Index) error {
 
 // IndexUpdate sends idx, queued like ClusterConfig.
 func (c *Conn) IndexUpdate(ctx context.Context, idx *IndexUpdate) error {
+	return c.send(ctx, idx)
+}
+
+// SealedIndex sends idx, queued like ClusterConfig.
+func (c *Conn) SealedIndex(ctx context.Context, idx *SealedIndex) error {
 	return c.send(ctx, idx)
 }
 

@@ -47,6 +47,45 @@ func TestConnMessagesInOrder(t *testing.T) {
 	}
 }
 
+func TestConnSealedIndex(t *testing.T) {
+	a, b := pipePair(t, Options{})
+	idx := &SealedIndex{Folder: "f", Records: []*SealedRecord{{
+		Sequence: 7, Origin: bytes.Repeat([]byte{1}, DeviceIDSize), Counter: 7,
+		FileKey: bytes.Repeat([]byte{2}, HashSize), Sealed: []byte("ciphertext"),
+		Chunks: [][]byte{bytes.Repeat([]byte{3}, HashSize)}, StoredNs: 42,
+	}}}
+	if err := a.conn.SealedIndex(context.Background(), idx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.model.next(t); !proto.Equal(got, idx) {
+		t.Fatalf("got %v, want %v", got, idx)
+	}
+}
+
+func TestConnSealedIndexWithoutSealedModel(t *testing.T) {
+	// A trusted-only model must not be handed sealed records: the frame is
+	// malformed for it, and the connection ends.
+	ca, cb := net.Pipe()
+	defer cb.Close()
+	go io.Copy(io.Discard, cb)
+	c := NewConn(DeviceID{'r'}, ca, plainModel{newRecordingModel()}, Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- c.Serve(context.Background()) }()
+	frame, err := appendFrame(nil, &SealedIndex{Folder: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cb.Write(frame)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Serve: %v, want ErrMalformed", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Serve did not end")
+	}
+}
+
 func TestConnRequestResponse(t *testing.T) {
 	a, b := pipePair(t, Options{})
 	b.model.answer = func(_ context.Context, req *Request) ([]byte, error) {

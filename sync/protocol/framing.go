@@ -239,6 +239,8 @@ func typeOf(msg proto.Message) MessageType {
 		return MessageType_MESSAGE_TYPE_PING
 	case *Close:
 		return MessageType_MESSAGE_TYPE_CLOSE
+	case *SealedIndex:
+		return MessageType_MESSAGE_TYPE_SEALED_INDEX
 	default:
 		return MessageType_MESSAGE_TYPE_UNSPECIFIED
 	}
@@ -264,6 +266,8 @@ func newMessage(typ MessageType) proto.Message {
 		return new(Ping)
 	case MessageType_MESSAGE_TYPE_CLOSE:
 		return new(Close)
+	case MessageType_MESSAGE_TYPE_SEALED_INDEX:
+		return new(SealedIndex)
 	default:
 		return nil
 	}

@@ -262,25 +262,53 @@ func malformedFrames(t testing.TB) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mustMarshal := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	goodSealed := func() *SealedRecord {
+		return &SealedRecord{Sequence: 1, Origin: make([]byte, DeviceIDSize), Counter: 1, FileKey: make([]byte, HashSize), Sealed: []byte{1}, Chunks: [][]byte{make([]byte, HashSize)}}
+	}
+	shortOrigin, shortKey, shortChunk, negSeq := goodSealed(), goodSealed(), goodSealed(), goodSealed()
+	shortOrigin.Origin = shortOrigin.Origin[:31]
+	shortKey.FileKey = nil
+	shortChunk.Chunks = append(shortChunk.Chunks, make([]byte, 33))
+	negSeq.Sequence = -1
+	sealedFrame := func(r *SealedRecord) []byte {
+		return rawFrame(MessageType_MESSAGE_TYPE_SEALED_INDEX, 0, mustMarshal(&SealedIndex{Folder: "f", Records: []*SealedRecord{goodSealed(), r}}))
+	}
+	requestFrame := func(r *Request) []byte {
+		return rawFrame(MessageType_MESSAGE_TYPE_REQUEST, 0, mustMarshal(r))
+	}
 	return map[string][]byte{
-		"length 0":                 {0, 0, 0, 0, 7, 0},
-		"length 1":                 {0, 0, 0, 1, 7, 0},
-		"oversized length":         append(binary.BigEndian.AppendUint32(nil, MaxFrameSize+1), 7, 0),
-		"type 0":                   rawFrame(0, 0, nil),
-		"type 9 (reserved)":        rawFrame(9, 0, nil),
-		"type 16 (reserved)":       rawFrame(16, 0, nil),
-		"type 255":                 rawFrame(255, 0, nil),
-		"flag bit 1":               rawFrame(MessageType_MESSAGE_TYPE_PING, 2, nil),
-		"flag bit 7":               rawFrame(MessageType_MESSAGE_TYPE_PING, 0x80, nil),
-		"garbage body":             rawFrame(MessageType_MESSAGE_TYPE_INDEX, 0, []byte{0xff, 0xff, 0xff, 0xff}),
-		"truncated field":          rawFrame(MessageType_MESSAGE_TYPE_CLOSE, 0, []byte{0x0a, 0x05, 'a'}),
-		"invalid utf-8":            rawFrame(MessageType_MESSAGE_TYPE_CLOSE, 0, []byte{0x0a, 0x02, 0xff, 0xfe}),
-		"bad zstd":                 rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, []byte("definitely not zstd")),
-		"truncated zstd":           rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, smallPacked[:len(smallPacked)-3]),
-		"zstd bomb, size declared": rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, bombDeclared),
-		"zstd bomb, size unknown":  rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, bombStreamed),
-		"block hash of 31 bytes":   rawFrame(MessageType_MESSAGE_TYPE_INDEX, 0, badIndex),
-		"device ID of 33 bytes":    rawFrame(MessageType_MESSAGE_TYPE_CLUSTER_CONFIG, 0, badConfig),
+		"sealed origin of 31 bytes":      sealedFrame(shortOrigin),
+		"sealed file key missing":        sealedFrame(shortKey),
+		"sealed chunk ID of 33 bytes":    sealedFrame(shortChunk),
+		"sealed negative sequence":       sealedFrame(negSeq),
+		"sealed chunk request, no ID":    requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_SEALED_CHUNK, Size: 10}),
+		"envelope over 64 KiB":           requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_ENVELOPE_PUT, Envelope: make([]byte, MaxEnvelopeSize+1)}),
+		"previous envelope hash 5 bytes": requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_ENVELOPE_PUT, Previous: make([]byte, 5)}),
+		"length 0":                       {0, 0, 0, 0, 7, 0},
+		"length 1":                       {0, 0, 0, 1, 7, 0},
+		"oversized length":               append(binary.BigEndian.AppendUint32(nil, MaxFrameSize+1), 7, 0),
+		"type 0":                         rawFrame(0, 0, nil),
+		"type 9 (reserved)":              rawFrame(9, 0, nil),
+		"type 17 (reserved)":             rawFrame(17, 0, nil),
+		"type 255":                       rawFrame(255, 0, nil),
+		"flag bit 1":                     rawFrame(MessageType_MESSAGE_TYPE_PING, 2, nil),
+		"flag bit 7":                     rawFrame(MessageType_MESSAGE_TYPE_PING, 0x80, nil),
+		"garbage body":                   rawFrame(MessageType_MESSAGE_TYPE_INDEX, 0, []byte{0xff, 0xff, 0xff, 0xff}),
+		"truncated field":                rawFrame(MessageType_MESSAGE_TYPE_CLOSE, 0, []byte{0x0a, 0x05, 'a'}),
+		"invalid utf-8":                  rawFrame(MessageType_MESSAGE_TYPE_CLOSE, 0, []byte{0x0a, 0x02, 0xff, 0xfe}),
+		"bad zstd":                       rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, []byte("definitely not zstd")),
+		"truncated zstd":                 rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, smallPacked[:len(smallPacked)-3]),
+		"zstd bomb, size declared":       rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, bombDeclared),
+		"zstd bomb, size unknown":        rawFrame(MessageType_MESSAGE_TYPE_INDEX, flagCompressed, bombStreamed),
+		"block hash of 31 bytes":         rawFrame(MessageType_MESSAGE_TYPE_INDEX, 0, badIndex),
+		"device ID of 33 bytes":          rawFrame(MessageType_MESSAGE_TYPE_CLUSTER_CONFIG, 0, badConfig),
 	}
 }
 

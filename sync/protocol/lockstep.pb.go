@@ -62,20 +62,25 @@ const (
 	MessageType_MESSAGE_TYPE_RESPONSE       MessageType = 6
 	MessageType_MESSAGE_TYPE_PING           MessageType = 7
 	MessageType_MESSAGE_TYPE_CLOSE          MessageType = 8
+	// Sealed records of an encrypted folder, to or from an untrusted
+	// receiver. (Sealed chunks and folder key envelopes travel as Requests
+	// of other kinds.)
+	MessageType_MESSAGE_TYPE_SEALED_INDEX MessageType = 16
 )
 
 // Enum value maps for MessageType.
 var (
 	MessageType_name = map[int32]string{
-		0: "MESSAGE_TYPE_UNSPECIFIED",
-		1: "MESSAGE_TYPE_HELLO",
-		2: "MESSAGE_TYPE_CLUSTER_CONFIG",
-		3: "MESSAGE_TYPE_INDEX",
-		4: "MESSAGE_TYPE_INDEX_UPDATE",
-		5: "MESSAGE_TYPE_REQUEST",
-		6: "MESSAGE_TYPE_RESPONSE",
-		7: "MESSAGE_TYPE_PING",
-		8: "MESSAGE_TYPE_CLOSE",
+		0:  "MESSAGE_TYPE_UNSPECIFIED",
+		1:  "MESSAGE_TYPE_HELLO",
+		2:  "MESSAGE_TYPE_CLUSTER_CONFIG",
+		3:  "MESSAGE_TYPE_INDEX",
+		4:  "MESSAGE_TYPE_INDEX_UPDATE",
+		5:  "MESSAGE_TYPE_REQUEST",
+		6:  "MESSAGE_TYPE_RESPONSE",
+		7:  "MESSAGE_TYPE_PING",
+		8:  "MESSAGE_TYPE_CLOSE",
+		16: "MESSAGE_TYPE_SEALED_INDEX",
 	}
 	MessageType_value = map[string]int32{
 		"MESSAGE_TYPE_UNSPECIFIED":    0,
@@ -87,6 +92,7 @@ var (
 		"MESSAGE_TYPE_RESPONSE":       6,
 		"MESSAGE_TYPE_PING":           7,
 		"MESSAGE_TYPE_CLOSE":          8,
+		"MESSAGE_TYPE_SEALED_INDEX":   16,
 	}
 )
 
@@ -280,6 +286,70 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_lockstep_proto_rawDescGZIP(), []int{3}
+}
+
+// RequestKind says what a Request asks for.
+type RequestKind int32
+
+const (
+	// size bytes at offset of the file name (trusted devices only).
+	RequestKind_REQUEST_KIND_FILE_BLOCK RequestKind = 0
+	// The sealed chunk chunk_id of an encrypted folder, as stored: the
+	// answer is at most size bytes of ciphertext, which the requester opens
+	// and checks against the plaintext hash it expects.
+	RequestKind_REQUEST_KIND_SEALED_CHUNK RequestKind = 1
+	// The folder key envelope a receiver holds for the folder
+	// (ERROR_CODE_NO_SUCH_FILE when it holds none).
+	RequestKind_REQUEST_KIND_ENVELOPE_GET RequestKind = 2
+	// Store envelope as the folder's envelope on a receiver, replacing the
+	// one whose SHA-256 is previous (empty: there must be none). The answer
+	// is the envelope the receiver holds afterwards: the one sent, or, when
+	// previous did not match, the one that was there, which the requester
+	// must open instead of making a second folder key.
+	RequestKind_REQUEST_KIND_ENVELOPE_PUT RequestKind = 3
+)
+
+// Enum value maps for RequestKind.
+var (
+	RequestKind_name = map[int32]string{
+		0: "REQUEST_KIND_FILE_BLOCK",
+		1: "REQUEST_KIND_SEALED_CHUNK",
+		2: "REQUEST_KIND_ENVELOPE_GET",
+		3: "REQUEST_KIND_ENVELOPE_PUT",
+	}
+	RequestKind_value = map[string]int32{
+		"REQUEST_KIND_FILE_BLOCK":   0,
+		"REQUEST_KIND_SEALED_CHUNK": 1,
+		"REQUEST_KIND_ENVELOPE_GET": 2,
+		"REQUEST_KIND_ENVELOPE_PUT": 3,
+	}
+)
+
+func (x RequestKind) Enum() *RequestKind {
+	p := new(RequestKind)
+	*p = x
+	return p
+}
+
+func (x RequestKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RequestKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_lockstep_proto_enumTypes[4].Descriptor()
+}
+
+func (RequestKind) Type() protoreflect.EnumType {
+	return &file_lockstep_proto_enumTypes[4]
+}
+
+func (x RequestKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RequestKind.Descriptor instead.
+func (RequestKind) EnumDescriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{4}
 }
 
 // Hello is the first frame each side sends. It carries no secret and
@@ -1023,8 +1093,8 @@ func (x *BlockInfo) GetHash() []byte {
 	return nil
 }
 
-// Request asks the peer for size bytes at offset of a file. The peer
-// answers with exactly one Response with the same id.
+// Request asks the peer for size bytes at offset of a file, or for what
+// kind names. The peer answers with exactly one Response with the same id.
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the requester, unique among its requests in flight on this
@@ -1044,7 +1114,17 @@ type Request struct {
 	Hash []byte `protobuf:"bytes,6,opt,name=hash,proto3" json:"hash,omitempty"`
 	// The bytes may come from the peer's temporary file of an unfinished
 	// download of that name.
-	FromTemporary bool `protobuf:"varint,7,opt,name=from_temporary,json=fromTemporary,proto3" json:"from_temporary,omitempty"`
+	FromTemporary bool        `protobuf:"varint,7,opt,name=from_temporary,json=fromTemporary,proto3" json:"from_temporary,omitempty"`
+	Kind          RequestKind `protobuf:"varint,8,opt,name=kind,proto3,enum=lockstep.v1.RequestKind" json:"kind,omitempty"`
+	// REQUEST_KIND_SEALED_CHUNK: the encrypted chunk ID, exactly 32 bytes
+	// (checked on receipt); empty otherwise.
+	ChunkId []byte `protobuf:"bytes,9,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// REQUEST_KIND_ENVELOPE_PUT: the new envelope, at most 64 KiB (checked
+	// on receipt).
+	Envelope []byte `protobuf:"bytes,10,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	// REQUEST_KIND_ENVELOPE_PUT: SHA-256 of the envelope being replaced (32
+	// bytes), or empty when the sender expects none (checked on receipt).
+	Previous      []byte `protobuf:"bytes,11,opt,name=previous,proto3" json:"previous,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1206,34 @@ func (x *Request) GetFromTemporary() bool {
 		return x.FromTemporary
 	}
 	return false
+}
+
+func (x *Request) GetKind() RequestKind {
+	if x != nil {
+		return x.Kind
+	}
+	return RequestKind_REQUEST_KIND_FILE_BLOCK
+}
+
+func (x *Request) GetChunkId() []byte {
+	if x != nil {
+		return x.ChunkId
+	}
+	return nil
+}
+
+func (x *Request) GetEnvelope() []byte {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
+func (x *Request) GetPrevious() []byte {
+	if x != nil {
+		return x.Previous
+	}
+	return nil
 }
 
 // Response answers the Request with the same id.
@@ -1274,6 +1382,238 @@ func (x *Close) GetReason() string {
 	return ""
 }
 
+// SealedIndex carries sealed records of an encrypted folder. A trusted
+// device sends an untrusted receiver its own local records, sealed, each
+// with counter = its local sequence, starting after the max_sequence the
+// receiver announced for it in ClusterConfig. A receiver sends each device
+// sharing the folder its record log (records of every origin, in log
+// order), starting after the max_sequence that device announced for the
+// receiver. At most about 4 MiB per message.
+//
+// For an encrypted folder, ClusterConfig's FolderDevice fields mean: from a
+// receiver, the entry for a device D has max_sequence = the highest counter
+// the receiver holds with origin D, and the receiver's own entry has
+// index_id = the ID of its log (new when the log starts over) and
+// max_sequence = the log's highest sequence; from a trusted device, the
+// receiver's entry has the log ID and log sequence it has seen.
+type SealedIndex struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The folder ID.
+	Folder        string          `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
+	Records       []*SealedRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedIndex) Reset() {
+	*x = SealedIndex{}
+	mi := &file_lockstep_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedIndex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedIndex) ProtoMessage() {}
+
+func (x *SealedIndex) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedIndex.ProtoReflect.Descriptor instead.
+func (*SealedIndex) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SealedIndex) GetFolder() string {
+	if x != nil {
+		return x.Folder
+	}
+	return ""
+}
+
+func (x *SealedIndex) GetRecords() []*SealedRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// SealedRecord is one file record of an encrypted folder, sealed with the
+// folder's record key. The receiver can read everything but sealed.
+type SealedRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position in the sender's log: a trusted device's local sequence, or a
+	// receiver's log sequence. Increasing within one message. Never negative
+	// (checked on receipt).
+	Sequence int64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The device that sealed the record: 32 bytes (checked on receipt).
+	Origin []byte `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// The origin's record counter, strictly increasing per origin and
+	// folder: the origin's local sequence of the record.
+	Counter uint64 `protobuf:"varint,3,opt,name=counter,proto3" json:"counter,omitempty"`
+	// HMAC of the file's name under the folder's name key: 32 bytes (checked
+	// on receipt). All versions of one file share it.
+	FileKey []byte `protobuf:"bytes,4,opt,name=file_key,json=fileKey,proto3" json:"file_key,omitempty"`
+	// crypt.SealRecord of a SealedPayload, bound to folder, file_key, origin
+	// and counter.
+	Sealed []byte `protobuf:"bytes,5,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// The encrypted IDs of the chunks the record references, each 32 bytes
+	// (checked on receipt), so that a receiver can fetch, keep and collect
+	// chunks without the key.
+	Chunks [][]byte `protobuf:"bytes,6,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// When the first receiver stored the record, in nanoseconds since the
+	// Unix epoch; 0 from a trusted device.
+	StoredNs      int64 `protobuf:"varint,7,opt,name=stored_ns,json=storedNs,proto3" json:"stored_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedRecord) Reset() {
+	*x = SealedRecord{}
+	mi := &file_lockstep_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedRecord) ProtoMessage() {}
+
+func (x *SealedRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedRecord.ProtoReflect.Descriptor instead.
+func (*SealedRecord) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SealedRecord) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *SealedRecord) GetOrigin() []byte {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+func (x *SealedRecord) GetCounter() uint64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *SealedRecord) GetFileKey() []byte {
+	if x != nil {
+		return x.FileKey
+	}
+	return nil
+}
+
+func (x *SealedRecord) GetSealed() []byte {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+func (x *SealedRecord) GetChunks() [][]byte {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *SealedRecord) GetStoredNs() int64 {
+	if x != nil {
+		return x.StoredNs
+	}
+	return 0
+}
+
+// SealedPayload is the plaintext inside SealedRecord.sealed.
+type SealedPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The origin's record of the file, sequence included.
+	File *FileInfo `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	// The folder's chunking polynomial, so that a device recovering from a
+	// receiver cuts files where the others do.
+	Polynomial    uint64 `protobuf:"varint,2,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedPayload) Reset() {
+	*x = SealedPayload{}
+	mi := &file_lockstep_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedPayload) ProtoMessage() {}
+
+func (x *SealedPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedPayload.ProtoReflect.Descriptor instead.
+func (*SealedPayload) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SealedPayload) GetFile() *FileInfo {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+func (x *SealedPayload) GetPolynomial() uint64 {
+	if x != nil {
+		return x.Polynomial
+	}
+	return 0
+}
+
 var File_lockstep_proto protoreflect.FileDescriptor
 
 const file_lockstep_proto_rawDesc = "" +
@@ -1334,7 +1674,7 @@ const file_lockstep_proto_rawDesc = "" +
 	"\tBlockInfo\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\fR\x04hash\"\xac\x01\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\"\xad\x02\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
 	"\x06folder\x18\x02 \x01(\tR\x06folder\x12\x12\n" +
@@ -1342,14 +1682,35 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\rR\x04size\x12\x12\n" +
 	"\x04hash\x18\x06 \x01(\fR\x04hash\x12%\n" +
-	"\x0efrom_temporary\x18\a \x01(\bR\rfromTemporary\"Z\n" +
+	"\x0efrom_temporary\x18\a \x01(\bR\rfromTemporary\x12,\n" +
+	"\x04kind\x18\b \x01(\x0e2\x18.lockstep.v1.RequestKindR\x04kind\x12\x19\n" +
+	"\bchunk_id\x18\t \x01(\fR\achunkId\x12\x1a\n" +
+	"\benvelope\x18\n" +
+	" \x01(\fR\benvelope\x12\x1a\n" +
+	"\bprevious\x18\v \x01(\fR\bprevious\"Z\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12*\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x16.lockstep.v1.ErrorCodeR\x04code\"\x06\n" +
 	"\x04Ping\"\x1f\n" +
 	"\x05Close\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason*\x8b\x02\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"Z\n" +
+	"\vSealedIndex\x12\x16\n" +
+	"\x06folder\x18\x01 \x01(\tR\x06folder\x123\n" +
+	"\arecords\x18\x02 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\"\xc4\x01\n" +
+	"\fSealedRecord\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\fR\x06origin\x12\x18\n" +
+	"\acounter\x18\x03 \x01(\x04R\acounter\x12\x19\n" +
+	"\bfile_key\x18\x04 \x01(\fR\afileKey\x12\x16\n" +
+	"\x06sealed\x18\x05 \x01(\fR\x06sealed\x12\x16\n" +
+	"\x06chunks\x18\x06 \x03(\fR\x06chunks\x12\x1b\n" +
+	"\tstored_ns\x18\a \x01(\x03R\bstoredNs\"Z\n" +
+	"\rSealedPayload\x12)\n" +
+	"\x04file\x18\x01 \x01(\v2\x15.lockstep.v1.FileInfoR\x04file\x12\x1e\n" +
+	"\n" +
+	"polynomial\x18\x02 \x01(\x04R\n" +
+	"polynomial*\xaa\x02\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12MESSAGE_TYPE_HELLO\x10\x01\x12\x1f\n" +
@@ -1359,7 +1720,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x14MESSAGE_TYPE_REQUEST\x10\x05\x12\x19\n" +
 	"\x15MESSAGE_TYPE_RESPONSE\x10\x06\x12\x15\n" +
 	"\x11MESSAGE_TYPE_PING\x10\a\x12\x16\n" +
-	"\x12MESSAGE_TYPE_CLOSE\x10\b\"\x04\b\t\x10\x0f\"\x04\b\x10\x10/*~\n" +
+	"\x12MESSAGE_TYPE_CLOSE\x10\b\x12\x1d\n" +
+	"\x19MESSAGE_TYPE_SEALED_INDEX\x10\x10\"\x04\b\t\x10\x0f\"\x04\b\x11\x10/*~\n" +
 	"\n" +
 	"FolderType\x12\x1c\n" +
 	"\x18FOLDER_TYPE_SEND_RECEIVE\x10\x00\x12\x19\n" +
@@ -1374,7 +1736,12 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x13ERROR_CODE_NO_ERROR\x10\x00\x12\x16\n" +
 	"\x12ERROR_CODE_GENERIC\x10\x01\x12\x1b\n" +
 	"\x17ERROR_CODE_NO_SUCH_FILE\x10\x02\x12\x1b\n" +
-	"\x17ERROR_CODE_INVALID_FILE\x10\x03B\x18Z\x16lockstep/sync/protocolb\x06proto3"
+	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\x87\x01\n" +
+	"\vRequestKind\x12\x1b\n" +
+	"\x17REQUEST_KIND_FILE_BLOCK\x10\x00\x12\x1d\n" +
+	"\x19REQUEST_KIND_SEALED_CHUNK\x10\x01\x12\x1d\n" +
+	"\x19REQUEST_KIND_ENVELOPE_GET\x10\x02\x12\x1d\n" +
+	"\x19REQUEST_KIND_ENVELOPE_PUT\x10\x03B\x18Z\x16lockstep/sync/protocolb\x06proto3"
 
 var (
 	file_lockstep_proto_rawDescOnce sync.Once
@@ -1388,44 +1755,51 @@ func file_lockstep_proto_rawDescGZIP() []byte {
 	return file_lockstep_proto_rawDescData
 }
 
-var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_lockstep_proto_goTypes = []any{
 	(MessageType)(0),      // 0: lockstep.v1.MessageType
 	(FolderType)(0),       // 1: lockstep.v1.FolderType
 	(FileInfoType)(0),     // 2: lockstep.v1.FileInfoType
 	(ErrorCode)(0),        // 3: lockstep.v1.ErrorCode
-	(*Hello)(nil),         // 4: lockstep.v1.Hello
-	(*ClusterConfig)(nil), // 5: lockstep.v1.ClusterConfig
-	(*Folder)(nil),        // 6: lockstep.v1.Folder
-	(*FolderDevice)(nil),  // 7: lockstep.v1.FolderDevice
-	(*Index)(nil),         // 8: lockstep.v1.Index
-	(*IndexUpdate)(nil),   // 9: lockstep.v1.IndexUpdate
-	(*FileInfo)(nil),      // 10: lockstep.v1.FileInfo
-	(*Vector)(nil),        // 11: lockstep.v1.Vector
-	(*Counter)(nil),       // 12: lockstep.v1.Counter
-	(*BlockInfo)(nil),     // 13: lockstep.v1.BlockInfo
-	(*Request)(nil),       // 14: lockstep.v1.Request
-	(*Response)(nil),      // 15: lockstep.v1.Response
-	(*Ping)(nil),          // 16: lockstep.v1.Ping
-	(*Close)(nil),         // 17: lockstep.v1.Close
+	(RequestKind)(0),      // 4: lockstep.v1.RequestKind
+	(*Hello)(nil),         // 5: lockstep.v1.Hello
+	(*ClusterConfig)(nil), // 6: lockstep.v1.ClusterConfig
+	(*Folder)(nil),        // 7: lockstep.v1.Folder
+	(*FolderDevice)(nil),  // 8: lockstep.v1.FolderDevice
+	(*Index)(nil),         // 9: lockstep.v1.Index
+	(*IndexUpdate)(nil),   // 10: lockstep.v1.IndexUpdate
+	(*FileInfo)(nil),      // 11: lockstep.v1.FileInfo
+	(*Vector)(nil),        // 12: lockstep.v1.Vector
+	(*Counter)(nil),       // 13: lockstep.v1.Counter
+	(*BlockInfo)(nil),     // 14: lockstep.v1.BlockInfo
+	(*Request)(nil),       // 15: lockstep.v1.Request
+	(*Response)(nil),      // 16: lockstep.v1.Response
+	(*Ping)(nil),          // 17: lockstep.v1.Ping
+	(*Close)(nil),         // 18: lockstep.v1.Close
+	(*SealedIndex)(nil),   // 19: lockstep.v1.SealedIndex
+	(*SealedRecord)(nil),  // 20: lockstep.v1.SealedRecord
+	(*SealedPayload)(nil), // 21: lockstep.v1.SealedPayload
 }
 var file_lockstep_proto_depIdxs = []int32{
-	6,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
+	7,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
 	1,  // 1: lockstep.v1.Folder.type:type_name -> lockstep.v1.FolderType
-	7,  // 2: lockstep.v1.Folder.devices:type_name -> lockstep.v1.FolderDevice
-	10, // 3: lockstep.v1.Index.files:type_name -> lockstep.v1.FileInfo
-	10, // 4: lockstep.v1.IndexUpdate.files:type_name -> lockstep.v1.FileInfo
+	8,  // 2: lockstep.v1.Folder.devices:type_name -> lockstep.v1.FolderDevice
+	11, // 3: lockstep.v1.Index.files:type_name -> lockstep.v1.FileInfo
+	11, // 4: lockstep.v1.IndexUpdate.files:type_name -> lockstep.v1.FileInfo
 	2,  // 5: lockstep.v1.FileInfo.type:type_name -> lockstep.v1.FileInfoType
-	11, // 6: lockstep.v1.FileInfo.version:type_name -> lockstep.v1.Vector
-	13, // 7: lockstep.v1.FileInfo.blocks:type_name -> lockstep.v1.BlockInfo
-	12, // 8: lockstep.v1.Vector.counters:type_name -> lockstep.v1.Counter
-	3,  // 9: lockstep.v1.Response.code:type_name -> lockstep.v1.ErrorCode
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 6: lockstep.v1.FileInfo.version:type_name -> lockstep.v1.Vector
+	14, // 7: lockstep.v1.FileInfo.blocks:type_name -> lockstep.v1.BlockInfo
+	13, // 8: lockstep.v1.Vector.counters:type_name -> lockstep.v1.Counter
+	4,  // 9: lockstep.v1.Request.kind:type_name -> lockstep.v1.RequestKind
+	3,  // 10: lockstep.v1.Response.code:type_name -> lockstep.v1.ErrorCode
+	20, // 11: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
+	11, // 12: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_lockstep_proto_init() }
@@ -1438,8 +1812,8 @@ func file_lockstep_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstep_proto_rawDesc), len(file_lockstep_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   14,
+			NumEnums:      5,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -67,6 +67,14 @@ func (m *recordingModel) IndexUpdate(_ DeviceID, idx *IndexUpdate) error {
 	return nil
 }
 
+func (m *recordingModel) SealedIndex(_ DeviceID, idx *SealedIndex) error {
+	m.messages <- idx
+	return nil
+}
+
+// plainModel hides every ability of a model beyond Model itself.
+type plainModel struct{ Model }
+
 func (m *recordingModel) Request(ctx context.Context, _ DeviceID, req *Request) ([]byte, error) {
 	n := m.active.Add(1)
 	defer m.active.Add(-1)

@@ -94,6 +94,12 @@ func (c *Conn) dispatch(ctx context.Context, msg proto.Message, wg *sync.WaitGro
 	case *Ping:
 	case *Close:
 		return fmt.Errorf("%w: %s", ErrPeerClosed, m.GetReason())
+	case *SealedIndex:
+		sm, ok := c.model.(SealedModel)
+		if !ok {
+			return fmt.Errorf("%w: sealed index, which this side does not take", ErrMalformed)
+		}
+		return c.callModel("sealed index", func() error { return sm.SealedIndex(c.peer, m) })
 	default:
 		return fmt.Errorf("%w: unexpected %v after hello", ErrMalformed, typeOf(msg).name())
 	}

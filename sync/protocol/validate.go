@@ -13,6 +13,10 @@ const (
 
 	// HashSize is the length of a chunk hash: BLAKE3-256.
 	HashSize = 32
+
+	// MaxEnvelopeSize bounds a folder key envelope in an
+	// REQUEST_KIND_ENVELOPE_PUT request.
+	MaxEnvelopeSize = 64 << 10
 )
 
 var (
@@ -45,6 +49,38 @@ func validate(msg proto.Message) error {
 		}
 		if n := len(m.GetHash()); n != 0 && n != HashSize {
 			return fmt.Errorf("request: %w", errHashSize)
+		}
+		if m.GetKind() == RequestKind_REQUEST_KIND_SEALED_CHUNK && len(m.GetChunkId()) != HashSize {
+			return fmt.Errorf("request: chunk ID of %d bytes", len(m.GetChunkId()))
+		}
+		if len(m.GetEnvelope()) > MaxEnvelopeSize {
+			return fmt.Errorf("request: envelope of %d bytes exceeds %d", len(m.GetEnvelope()), MaxEnvelopeSize)
+		}
+		if n := len(m.GetPrevious()); n != 0 && n != HashSize {
+			return fmt.Errorf("request: previous envelope hash of %d bytes", n)
+		}
+	case *SealedIndex:
+		return validateSealed(m.GetRecords())
+	}
+	return nil
+}
+
+// validateSealed checks the records of a SealedIndex.
+func validateSealed(recs []*SealedRecord) error {
+	for i, r := range recs {
+		if r.GetSequence() < 0 {
+			return fmt.Errorf("sealed record %d sequence: %w", i, errNegative)
+		}
+		if len(r.GetOrigin()) != DeviceIDSize {
+			return fmt.Errorf("sealed record %d: origin of %d bytes", i, len(r.GetOrigin()))
+		}
+		if len(r.GetFileKey()) != HashSize {
+			return fmt.Errorf("sealed record %d: file key of %d bytes", i, len(r.GetFileKey()))
+		}
+		for j, c := range r.GetChunks() {
+			if len(c) != HashSize {
+				return fmt.Errorf("sealed record %d chunk %d: ID of %d bytes", i, j, len(c))
+			}
 		}
 	}
 	return nil
