@@ -36,11 +36,12 @@ type Model interface {
 	Closed(peer DeviceID, err error)
 }
 
-// SealedModel is an optional ability of a Model: it takes SealedIndex
-// messages (encrypted folders), called like Index. A Conn whose model lacks
-// it treats a SealedIndex as malformed.
+// SealedModel is an optional ability of a Model: it takes SealedIndex and
+// SealedAck messages (encrypted folders), called like Index. A Conn whose
+// model lacks it treats those messages as malformed.
 type SealedModel interface {
 	SealedIndex(peer DeviceID, idx *SealedIndex) error
+	SealedAck(peer DeviceID, ack *SealedAck) error
 }
 
 // Releaser is an optional ability of a Model: Release is called with the
@@ -185,6 +186,11 @@ func (c *Conn) IndexUpdate(ctx context.Context, idx *IndexUpdate) error {
 // SealedIndex sends idx, queued like ClusterConfig.
 func (c *Conn) SealedIndex(ctx context.Context, idx *SealedIndex) error {
 	return c.send(ctx, idx)
+}
+
+// SealedAck sends ack, queued like ClusterConfig.
+func (c *Conn) SealedAck(ctx context.Context, ack *SealedAck) error {
+	return c.send(ctx, ack)
 }
 
 // Request asks the peer for req.Size bytes at req.Offset of req.Name and

@@ -60,6 +60,13 @@ func TestConnSealedIndex(t *testing.T) {
 	if got := b.model.next(t); !proto.Equal(got, idx) {
 		t.Fatalf("got %v, want %v", got, idx)
 	}
+	ack := &SealedAck{Folder: "f", Sequence: 7}
+	if err := b.conn.SealedAck(context.Background(), ack); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.model.next(t); !proto.Equal(got, ack) {
+		t.Fatalf("got %v, want %v", got, ack)
+	}
 }
 
 func TestConnSealedIndexWithoutSealedModel(t *testing.T) {

@@ -241,6 +241,8 @@ func typeOf(msg proto.Message) MessageType {
 		return MessageType_MESSAGE_TYPE_CLOSE
 	case *SealedIndex:
 		return MessageType_MESSAGE_TYPE_SEALED_INDEX
+	case *SealedAck:
+		return MessageType_MESSAGE_TYPE_SEALED_ACK
 	default:
 		return MessageType_MESSAGE_TYPE_UNSPECIFIED
 	}
@@ -268,6 +270,8 @@ func newMessage(typ MessageType) proto.Message {
 		return new(Close)
 	case MessageType_MESSAGE_TYPE_SEALED_INDEX:
 		return new(SealedIndex)
+	case MessageType_MESSAGE_TYPE_SEALED_ACK:
+		return new(SealedAck)
 	default:
 		return nil
 	}

@@ -66,6 +66,8 @@ const (
 	// receiver. (Sealed chunks and folder key envelopes travel as Requests
 	// of other kinds.)
 	MessageType_MESSAGE_TYPE_SEALED_INDEX MessageType = 16
+	// Acknowledges SealedIndex messages once they are processed.
+	MessageType_MESSAGE_TYPE_SEALED_ACK MessageType = 17
 )
 
 // Enum value maps for MessageType.
@@ -81,6 +83,7 @@ var (
 		7:  "MESSAGE_TYPE_PING",
 		8:  "MESSAGE_TYPE_CLOSE",
 		16: "MESSAGE_TYPE_SEALED_INDEX",
+		17: "MESSAGE_TYPE_SEALED_ACK",
 	}
 	MessageType_value = map[string]int32{
 		"MESSAGE_TYPE_UNSPECIFIED":    0,
@@ -93,6 +96,7 @@ var (
 		"MESSAGE_TYPE_PING":           7,
 		"MESSAGE_TYPE_CLOSE":          8,
 		"MESSAGE_TYPE_SEALED_INDEX":   16,
+		"MESSAGE_TYPE_SEALED_ACK":     17,
 	}
 )
 
@@ -1388,7 +1392,11 @@ func (x *Close) GetReason() string {
 // receiver announced for it in ClusterConfig. A receiver sends each device
 // sharing the folder its record log (records of every origin, in log
 // order), starting after the max_sequence that device announced for the
-// receiver. At most about 4 MiB per message.
+// receiver. At most about 4 MiB per message. The side that gets a
+// SealedIndex answers it with a SealedAck once it has processed it (stored,
+// or skipped what it could not use); a sender keeps only a few messages
+// unacknowledged, so a receiver that must fetch chunks for the records is
+// never flooded.
 //
 // For an encrypted folder, ClusterConfig's FolderDevice fields mean: from a
 // receiver, the entry for a device D has max_sequence = the highest counter
@@ -1614,6 +1622,62 @@ func (x *SealedPayload) GetPolynomial() uint64 {
 	return 0
 }
 
+// SealedAck says the sender has processed every SealedIndex of folder it
+// got from the peer up to the record with this sequence.
+type SealedAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The folder ID.
+	Folder string `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
+	// The highest sequence processed. Never negative (checked on receipt).
+	Sequence      int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedAck) Reset() {
+	*x = SealedAck{}
+	mi := &file_lockstep_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedAck) ProtoMessage() {}
+
+func (x *SealedAck) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedAck.ProtoReflect.Descriptor instead.
+func (*SealedAck) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SealedAck) GetFolder() string {
+	if x != nil {
+		return x.Folder
+	}
+	return ""
+}
+
+func (x *SealedAck) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_lockstep_proto protoreflect.FileDescriptor
 
 const file_lockstep_proto_rawDesc = "" +
@@ -1710,7 +1774,10 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x04file\x18\x01 \x01(\v2\x15.lockstep.v1.FileInfoR\x04file\x12\x1e\n" +
 	"\n" +
 	"polynomial\x18\x02 \x01(\x04R\n" +
-	"polynomial*\xaa\x02\n" +
+	"polynomial\"?\n" +
+	"\tSealedAck\x12\x16\n" +
+	"\x06folder\x18\x01 \x01(\tR\x06folder\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence*\xc7\x02\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12MESSAGE_TYPE_HELLO\x10\x01\x12\x1f\n" +
@@ -1721,7 +1788,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x15MESSAGE_TYPE_RESPONSE\x10\x06\x12\x15\n" +
 	"\x11MESSAGE_TYPE_PING\x10\a\x12\x16\n" +
 	"\x12MESSAGE_TYPE_CLOSE\x10\b\x12\x1d\n" +
-	"\x19MESSAGE_TYPE_SEALED_INDEX\x10\x10\"\x04\b\t\x10\x0f\"\x04\b\x11\x10/*~\n" +
+	"\x19MESSAGE_TYPE_SEALED_INDEX\x10\x10\x12\x1b\n" +
+	"\x17MESSAGE_TYPE_SEALED_ACK\x10\x11\"\x04\b\t\x10\x0f\"\x04\b\x12\x10/*~\n" +
 	"\n" +
 	"FolderType\x12\x1c\n" +
 	"\x18FOLDER_TYPE_SEND_RECEIVE\x10\x00\x12\x19\n" +
@@ -1756,7 +1824,7 @@ func file_lockstep_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_lockstep_proto_goTypes = []any{
 	(MessageType)(0),      // 0: lockstep.v1.MessageType
 	(FolderType)(0),       // 1: lockstep.v1.FolderType
@@ -1780,6 +1848,7 @@ var file_lockstep_proto_goTypes = []any{
 	(*SealedIndex)(nil),   // 19: lockstep.v1.SealedIndex
 	(*SealedRecord)(nil),  // 20: lockstep.v1.SealedRecord
 	(*SealedPayload)(nil), // 21: lockstep.v1.SealedPayload
+	(*SealedAck)(nil),     // 22: lockstep.v1.SealedAck
 }
 var file_lockstep_proto_depIdxs = []int32{
 	7,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
@@ -1813,7 +1882,7 @@ func file_lockstep_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstep_proto_rawDesc), len(file_lockstep_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -72,6 +72,11 @@ func (m *recordingModel) SealedIndex(_ DeviceID, idx *SealedIndex) error {
 	return nil
 }
 
+func (m *recordingModel) SealedAck(_ DeviceID, ack *SealedAck) error {
+	m.messages <- ack
+	return nil
+}
+
 // plainModel hides every ability of a model beyond Model itself.
 type plainModel struct{ Model }
 

@@ -100,6 +100,12 @@ func (c *Conn) dispatch(ctx context.Context, msg proto.Message, wg *sync.WaitGro
 			return fmt.Errorf("%w: sealed index, which this side does not take", ErrMalformed)
 		}
 		return c.callModel("sealed index", func() error { return sm.SealedIndex(c.peer, m) })
+	case *SealedAck:
+		sm, ok := c.model.(SealedModel)
+		if !ok {
+			return fmt.Errorf("%w: sealed ack, which this side does not take", ErrMalformed)
+		}
+		return c.callModel("sealed ack", func() error { return sm.SealedAck(c.peer, m) })
 	default:
 		return fmt.Errorf("%w: unexpected %v after hello", ErrMalformed, typeOf(msg).name())
 	}

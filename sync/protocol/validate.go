@@ -61,6 +61,10 @@ func validate(msg proto.Message) error {
 		}
 	case *SealedIndex:
 		return validateSealed(m.GetRecords())
+	case *SealedAck:
+		if m.GetSequence() < 0 {
+			return fmt.Errorf("sealed ack sequence: %w", errNegative)
+		}
 	}
 	return nil
 }
