@@ -36,6 +36,10 @@ const (
 	MaxRecordSize = 64 << 20
 )
 
+// MaxSealedChunkSize is the largest body SealChunk returns and OpenChunk
+// accepts: a sealed MaxChunkSize plaintext, padded.
+var MaxSealedChunkSize = chunkOverhead + innerLen(MaxChunkSize)
+
 // HKDF labels (info = kdfPrefix + label). Changing one is a format change.
 const (
 	kdfPrefix       = "lockstep/v1/"

@@ -405,3 +405,47 @@ func (s *Set) Completion(dev crypt.DeviceID) float64 {
 	}
 	return 100
 }
+
+// Remote returns dev's record of name.
+func (s *Set) Remote(dev crypt.DeviceID, name string) (Record, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.remote[dev][name]
+	if !ok {
+		return Record{}, false
+	}
+	return *r, true
+}
+
+// Renumber gives every local record a new sequence above after (or above
+// the current highest, whichever is larger), in their current order. A
+// node whose database was reset numbers its records from 1 again; a
+// receiver that kept records numbered by the old database would take the
+// new ones for copies of those it holds, so they are renumbered past them.
+func (s *Set) Renumber(ctx context.Context, after int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := make([]*Record, 0, len(s.local))
+	for _, r := range s.local {
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Sequence < recs[j].Sequence })
+	seq := max(after, s.localSeq)
+	out := make([]Record, len(recs))
+	rows := make([]db.FileRecord, len(recs))
+	for i, r := range recs {
+		seq++
+		out[i] = *r
+		out[i].Sequence = seq
+		rows[i] = toDB(&out[i])
+	}
+	if err := s.store.PutFiles(ctx, s.folder, db.LocalDevice, rows); err != nil {
+		return err
+	}
+	s.localSeq = seq
+	for i := range out {
+		r := out[i]
+		s.local[r.Name] = &r
+	}
+	return nil
+}

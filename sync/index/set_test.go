@@ -169,3 +169,55 @@ func TestCompletion(t *testing.T) {
 		t.Fatalf("peer with z only: %v%%, want 60", got)
 	}
 }
+
+func TestRenumberSurvivesReload(t *testing.T) {
+	ctx := context.Background()
+	d, s := openSet(t)
+	if _, err := s.UpdateLocal(ctx, []Record{{Name: "a", Version: Vector{{10, 1}}}, {Name: "b", Version: Vector{{10, 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Renumber(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Set) {
+		t.Helper()
+		a, _ := s.Local("a")
+		b, _ := s.Local("b")
+		if a.Sequence != 101 || b.Sequence != 102 || s.LocalSequence() != 102 {
+			t.Fatalf("after renumbering: a=%d b=%d local=%d, want 101 102 102", a.Sequence, b.Sequence, s.LocalSequence())
+		}
+		if got := s.LocalSince(100); len(got) != 2 || got[0].Name != "a" {
+			t.Fatalf("LocalSince(100) = %+v", got)
+		}
+	}
+	check(s)
+	re, err := Load(ctx, d, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(re)
+	// Renumbering below the current sequence still moves past it.
+	if err := re.Renumber(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := re.Local("a"); a.Sequence != 103 {
+		t.Fatalf("a = %d, want 103", a.Sequence)
+	}
+}
+
+func TestRemote(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	if _, ok := s.Remote(devA, "x"); ok {
+		t.Fatal("record of an unknown device")
+	}
+	if err := s.UpdateRemote(ctx, devA, []Record{{Name: "x", Size: 3, Version: Vector{{20, 1}}, Sequence: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := s.Remote(devA, "x"); !ok || r.Size != 3 || r.Sequence != 9 {
+		t.Fatalf("Remote = %+v, %v", r, ok)
+	}
+	if _, ok := s.Remote(devB, "x"); ok {
+		t.Fatal("record of another device")
+	}
+}
