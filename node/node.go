@@ -15,10 +15,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"lockstep/crypt"
+	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/storage/home"
 	"lockstep/sync/connections"
 	"lockstep/sync/engine"
+	"lockstep/sync/receiver"
 	"lockstep/web"
 )
 
@@ -90,11 +92,15 @@ func Run(parent context.Context, opts Options) error {
 	}
 	defer database.Close()
 
-	_, storeDesc, closeStore, err := openStore(ctx, opts.Home, opts.Store)
+	store, storeDesc, closeStore, err := openStore(ctx, opts.Home, opts.Store)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	if err := rebuildIfLost(ctx, database, store, log); err != nil {
+		return err
+	}
+	recv := receiver.New(id.ID, database, store, log)
 
 	folderRoot := opts.FolderRoot
 	if folderRoot == "" {
@@ -102,7 +108,7 @@ func Run(parent context.Context, opts Options) error {
 			folderRoot = filepath.Join(h, "Sync")
 		}
 	}
-	eng := engine.New(id.ID, database, log, engine.Options{})
+	eng := engine.New(id.ID, database, log, engine.Options{Receiver: recv})
 	reg := &registry{db: database, self: id.ID}
 	conns, err := connections.New(ctx, connections.Config{
 		Identity: id,
@@ -118,7 +124,7 @@ func Run(parent context.Context, opts Options) error {
 	info := home.ServeInfo{DeviceID: id.ID.String(), Listen: conns.Addresses(), PID: os.Getpid()}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Receiver: recv, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}
@@ -145,4 +151,28 @@ func Run(parent context.Context, opts Options) error {
 		return nil
 	}
 	return err
+}
+
+// rebuildIfLost rebuilds a receiver's database from its store when the
+// database has no folders but the store holds some: the disk holding the
+// database was lost, the bucket was not.
+func rebuildIfLost(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger) error {
+	folders, err := database.Folders(ctx)
+	if err != nil || len(folders) > 0 {
+		return err
+	}
+	has, err := receiver.StoreHasFolders(ctx, store)
+	if err != nil {
+		return fmt.Errorf("looking for receiver folders in the store: %w", err)
+	}
+	if !has {
+		return nil
+	}
+	log.Info("the database is empty but the store holds encrypted folders: rebuilding")
+	ids, err := receiver.Rebuild(ctx, database, store, log)
+	if err != nil {
+		return fmt.Errorf("rebuilding the database from the store: %w", err)
+	}
+	log.Info("rebuilt encrypted folders from the store", "folders", ids)
+	return nil
 }

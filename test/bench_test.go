@@ -223,3 +223,68 @@ func BenchmarkSyncInsertByte(b *testing.B) {
 		nb.stop()
 	}
 }
+
+// standardSet writes the benchmarks' standard set under dir: 10,000 small
+// files and 4 × 256 MiB, and returns its file count and bytes.
+func standardSet(tb testing.TB, dir string) (files int64, bytes int64) {
+	for i := range 10000 {
+		data := randomBytes(uint64(i), 512+i%3000)
+		bytes += int64(len(data))
+		writeFile(tb, filepath.Join(dir, fmt.Sprintf("d%03d/f%05d.txt", i%100, i)), data, 0o644)
+	}
+	for i := range 4 {
+		writeFile(tb, filepath.Join(dir, fmt.Sprintf("large%d.bin", i)), randomBytes(uint64(100+i), 256<<20), 0o644)
+		bytes += 256 << 20
+	}
+	return 10000 + 100 + 4, bytes
+}
+
+// BenchmarkReceiverIngest is the time for a receiver (local store) to take
+// the standard set from a trusted device, from the share command to the
+// device seeing the receiver complete; then the time for a new device to
+// recover it from the receiver.
+func BenchmarkReceiverIngest(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		src := filepath.Join(dir, "a")
+		files, total := standardSet(b, src)
+		a, r := startNode(b, "a"), startNode(b, "r")
+		a.cli("folder", "add", "f", src)
+		eventually(b, 10*time.Minute, "a to scan", func() bool { return a.folder(b).LocalFiles == files })
+		holdFolder(b, r, "f", a)
+		pw := passwordFile(b, "benchmark password")
+		a.cli("device", "add", r.ID, "--address", r.Listen, "--untrusted")
+		eventually(b, 30*time.Second, "a connected to r", func() bool { return a.connectedTo(r.ID) })
+		b.StartTimer()
+		start := time.Now()
+		a.cli("folder", "share", "f", r.ID, "--password-file", pw)
+		shared := time.Since(start).Seconds()
+		eventually(b, 10*time.Minute, "r to hold everything", func() bool {
+			c, _, _ := a.encFolder("f").peer(r.ID)
+			return c == 100
+		})
+		secs := time.Since(start).Seconds()
+		b.StopTimer()
+		st := r.encFolder("f").Receiver
+		b.ReportMetric(secs, "s")
+		b.ReportMetric(float64(total)/secs/1e6, "MB/s")
+		b.ReportMetric(shared, "s-share")
+		b.ReportMetric(float64(st.StoredBytes)/float64(total), "stored/plain")
+		b.ReportMetric(float64(a.peakRSS())/(1<<20), "MB-rss-a")
+		b.ReportMetric(float64(r.peakRSS())/(1<<20), "MB-rss-r")
+
+		newHome := filepath.Join(dir, "new")
+		newID := lastLine(mustRun(b, newHome, "init"))
+		r.cli("device", "add", newID)
+		r.cli("folder", "share", "f", newID)
+		dst := filepath.Join(dir, "recovered")
+		start = time.Now()
+		mustRun(b, newHome, "recover", "--from", r.Listen, "--device", r.ID, "--folder", "f", "--password-file", pw, "--to", dst)
+		rsecs := time.Since(start).Seconds()
+		b.ReportMetric(rsecs, "s-recover")
+		b.ReportMetric(float64(total)/rsecs/1e6, "MB/s-recover")
+		a.stop()
+		r.stop()
+	}
+}

@@ -32,9 +32,15 @@ type FolderStatus struct {
 	PullBytesDone  int64 `json:"pullBytesDone,omitempty"`
 	// PulledBytes and ReusedBytes count, since the node started, block
 	// bytes fetched from peers and those copied from local files instead.
-	PulledBytes int64        `json:"pulledBytes"`
-	ReusedBytes int64        `json:"reusedBytes"`
-	Peers       []PeerStatus `json:"peers"`
+	PulledBytes int64 `json:"pulledBytes"`
+	ReusedBytes int64 `json:"reusedBytes"`
+	// TamperedRecords and TamperedChunks count, since the node started,
+	// records and chunks from receivers that failed verification.
+	TamperedRecords int64        `json:"tamperedRecords,omitempty"`
+	TamperedChunks  int64        `json:"tamperedChunks,omitempty"`
+	Peers           []PeerStatus `json:"peers"`
+	// Receiver is set for an encrypted folder on a receiver.
+	Receiver *ReceiverStatus `json:"receiver,omitempty"`
 }
 
 // PeerStatus is a device a folder is shared with.
@@ -42,6 +48,26 @@ type PeerStatus struct {
 	Device     string  `json:"device"`
 	Connected  bool    `json:"connected"`
 	Completion float64 `json:"completion"`
+	// Untrusted: the device is an untrusted receiver of the folder.
+	Untrusted bool `json:"untrusted,omitempty"`
+	// Error is the latest problem with a receiver (rollback, tampering).
+	Error string `json:"error,omitempty"`
+	// LastContact is when the device was last connected.
+	LastContact *time.Time `json:"lastContact,omitempty"`
+	// LastStored is, on a receiver, when it last stored a record the
+	// device sealed.
+	LastStored *time.Time `json:"lastStored,omitempty"`
+}
+
+// ReceiverStatus is what a receiver stores of an encrypted folder.
+type ReceiverStatus struct {
+	Records         int64   `json:"records"`
+	Files           int64   `json:"files"`
+	Chunks          int64   `json:"chunks"`
+	StoredBytes     int64   `json:"storedBytes"`
+	ReferencedBytes int64   `json:"referencedBytes"`
+	DedupRatio      float64 `json:"dedupRatio"`
+	LogSequence     int64   `json:"logSequence"`
 }
 
 // DeviceStatus is one known device in Status and GET /rest/devices.
@@ -84,6 +110,8 @@ type PendingFolder struct {
 	Folder    string    `json:"folder"`
 	Label     string    `json:"label,omitempty"`
 	FirstSeen time.Time `json:"firstSeen"`
+	// Encrypted: offered to this node as an untrusted receiver.
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 // Accept is the body of POST /rest/pending/accept: a device ID or a folder
@@ -111,4 +139,6 @@ type AddFolder struct {
 type ShareFolder struct {
 	Device   string `json:"device"`
 	Password string `json:"password,omitempty"`
+	// NewPassword changes the folder's password on an untrusted receiver.
+	NewPassword string `json:"newPassword,omitempty"`
 }

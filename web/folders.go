@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/engine"
+	"lockstep/sync/receiver"
 )
 
 // Engine is what the API needs from the sync engine.
@@ -21,6 +23,12 @@ type Engine interface {
 	Scan(folderID string) error
 	AllowDeletes(folderID string) error
 	FolderStatus(folderID string) (engine.FolderStatus, bool)
+	ShareEncrypted(ctx context.Context, folderID string, dev crypt.DeviceID, password, newPassword []byte) error
+}
+
+// Receiver reports a receiver's encrypted folders.
+type Receiver interface {
+	Status(ctx context.Context, folderID string) (receiver.Status, error)
 }
 
 func (s *Server) folderRoutes(r *echo.Group) {
@@ -44,6 +52,14 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 	for _, ci := range s.cfg.Conns.Connections() {
 		live[ci.ID.String()] = true
 	}
+	lastSeen := map[string]*time.Time{}
+	if devs, err := s.cfg.DB.Devices(ctx); err == nil {
+		for _, d := range devs {
+			if !d.LastSeen.IsZero() {
+				lastSeen[d.ID] = &d.LastSeen
+			}
+		}
+	}
 	out := make([]FolderStatus, 0, len(folders))
 	for _, f := range folders {
 		fs := FolderStatus{ID: f.ID, Label: f.Label, Path: f.Path, Type: string(f.Type), State: "idle", Peers: []PeerStatus{}}
@@ -53,19 +69,39 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.GlobalFiles, fs.GlobalBytes = st.GlobalFiles, st.GlobalBytes
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
 			fs.PulledBytes, fs.ReusedBytes = st.PulledBytes, st.ReusedBytes
+			fs.TamperedRecords, fs.TamperedChunks = st.TamperedRecords, st.TamperedChunks
 			if fs.State == "syncing" {
 				fs.PullBytesTotal, fs.PullBytesDone = st.PullTotal, st.PullDone
 			}
 			for _, p := range st.Peers {
-				fs.Peers = append(fs.Peers, PeerStatus{Device: p.Device.String(), Connected: p.Connected, Completion: p.Completion})
+				id := p.Device.String()
+				fs.Peers = append(fs.Peers, PeerStatus{Device: id, Connected: p.Connected, Completion: p.Completion, Untrusted: p.Untrusted, Error: p.Error, LastContact: lastSeen[id]})
 			}
 		} else {
 			shared, err := s.cfg.DB.FolderDevices(ctx, f.ID)
 			if err != nil && !errors.Is(err, db.ErrNotFound) {
 				return nil, err
 			}
+			var rs receiver.Status
+			if f.Type == db.Encrypted && s.cfg.Receiver != nil {
+				if rs, err = s.cfg.Receiver.Status(ctx, f.ID); err != nil {
+					fs.State, fs.Error = "error", err.Error()
+				} else {
+					fs.Receiver = &ReceiverStatus{
+						Records: rs.Records, Files: rs.Files, Chunks: rs.Chunks,
+						StoredBytes: rs.StoredBytes, ReferencedBytes: rs.ReferencedBytes,
+						DedupRatio: rs.DedupRatio, LogSequence: rs.LogSequence,
+					}
+				}
+			}
+			stored := map[string]*time.Time{}
+			for _, o := range rs.Origins {
+				if !o.LastStored.IsZero() {
+					stored[o.Device.String()] = &o.LastStored
+				}
+			}
 			for _, d := range shared {
-				fs.Peers = append(fs.Peers, PeerStatus{Device: d, Connected: live[d]})
+				fs.Peers = append(fs.Peers, PeerStatus{Device: d, Connected: live[d], LastContact: lastSeen[d], LastStored: stored[d]})
 			}
 			if f.Error != "" {
 				fs.State, fs.Error = "error", f.Error
@@ -186,12 +222,29 @@ func (s *Server) postShare(c echo.Context) error {
 		return err
 	}
 	switch {
+	case d.Untrusted && f.Type == db.Encrypted:
+		return badRequest("an encrypted folder is shared with the trusted devices whose backup it holds, not with untrusted ones")
 	case d.Untrusted && req.Password == "":
 		return badRequest("sharing with an untrusted device needs a password (--password-file)")
-	case !d.Untrusted && req.Password != "":
+	case !d.Untrusted && (req.Password != "" || req.NewPassword != ""):
 		return badRequest("a password is only for untrusted devices; this one is trusted")
 	case d.Untrusted:
-		return echo.NewHTTPError(http.StatusNotImplemented, "sharing with untrusted receivers is not available yet")
+		var newPw []byte
+		if req.NewPassword != "" {
+			newPw = []byte(req.NewPassword)
+		}
+		err := s.cfg.Engine.ShareEncrypted(ctx, f.ID, id, []byte(req.Password), newPw)
+		switch {
+		case errors.Is(err, crypt.ErrWrongPassword):
+			return echo.NewHTTPError(http.StatusForbidden, err.Error())
+		case errors.Is(err, engine.ErrKeyMismatch):
+			return echo.NewHTTPError(http.StatusConflict, err.Error())
+		case errors.Is(err, engine.ErrNotConnected):
+			return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
+		case err != nil:
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
 	}
 	if err := s.cfg.DB.ShareFolder(ctx, f.ID, d.ID); err != nil {
 		return err
@@ -243,11 +296,12 @@ func (s *Server) acceptFolder(c echo.Context, folderID, path string) error {
 		return err
 	}
 	var devices []string
-	label := ""
+	label, encrypted := "", false
 	for _, o := range offers {
 		if o.FolderID == folderID {
 			devices = append(devices, o.DeviceID)
 			label = o.Label
+			encrypted = encrypted || o.Encrypted
 		}
 	}
 	if len(devices) == 0 {
@@ -260,7 +314,11 @@ func (s *Server) acceptFolder(c echo.Context, folderID, path string) error {
 		path = filepath.Join(s.cfg.FolderRoot, folderID)
 	}
 	if _, err := s.cfg.DB.Folder(ctx, folderID); errors.Is(err, db.ErrNotFound) {
-		if _, err := s.addFolder(ctx, AddFolder{ID: folderID, Path: path, Label: label}); err != nil {
+		typ := ""
+		if encrypted {
+			typ = string(db.Encrypted)
+		}
+		if _, err := s.addFolder(ctx, AddFolder{ID: folderID, Path: path, Label: label, Type: typ}); err != nil {
 			return err
 		}
 	} else if err != nil {

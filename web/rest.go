@@ -145,7 +145,7 @@ func (s *Server) getPending(c echo.Context) error {
 		p.Devices = append(p.Devices, PendingDevice{ID: d.ID, Name: d.Name, Address: d.Address, FirstSeen: d.FirstSeen, LastSeen: d.LastSeen})
 	}
 	for _, f := range folders {
-		p.Folders = append(p.Folders, PendingFolder{Device: f.DeviceID, Folder: f.FolderID, Label: f.Label, FirstSeen: f.FirstSeen})
+		p.Folders = append(p.Folders, PendingFolder{Device: f.DeviceID, Folder: f.FolderID, Label: f.Label, FirstSeen: f.FirstSeen, Encrypted: f.Encrypted})
 	}
 	return c.JSON(http.StatusOK, p)
 }

@@ -34,7 +34,9 @@ type Config struct {
 	DB     *db.DB
 	Conns  Connections
 	Engine Engine
-	APIKey string
+	// Receiver reports encrypted folders; nil on a node without them.
+	Receiver Receiver
+	APIKey   string
 	// FolderRoot is where accepted folder offers go by default.
 	FolderRoot string
 	// Store describes the node's blob store, e.g. "local:/path".

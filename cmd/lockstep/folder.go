@@ -15,7 +15,7 @@ import (
 
 func newFolder(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "folder", Short: "Manage synced folders"}
-	var label, typ, passwordFile string
+	var label, typ, passwordFile, newPasswordFile string
 	var asJSON bool
 	add := &cobra.Command{
 		Use:   "add ID PATH",
@@ -52,13 +52,16 @@ func newFolder(g *globals) *cobra.Command {
 			}
 			req := web.ShareFolder{Device: args[1]}
 			if passwordFile != "" {
-				b, err := os.ReadFile(passwordFile)
-				if err != nil {
-					return fmt.Errorf("reading password: %w", err)
+				if req.Password, err = readPassword(passwordFile); err != nil {
+					return err
 				}
-				req.Password = strings.TrimRight(string(b), "\r\n")
-				if req.Password == "" {
-					return fmt.Errorf("password file %s is empty", passwordFile)
+			}
+			if newPasswordFile != "" {
+				if passwordFile == "" {
+					return fmt.Errorf("--new-password-file needs the current password in --password-file")
+				}
+				if req.NewPassword, err = readPassword(newPasswordFile); err != nil {
+					return err
 				}
 			}
 			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/share", req, nil); err != nil {
@@ -69,6 +72,7 @@ func newFolder(g *globals) *cobra.Command {
 		},
 	}
 	share.Flags().StringVar(&passwordFile, "password-file", "", "file holding the folder password (for untrusted devices)")
+	share.Flags().StringVar(&newPasswordFile, "new-password-file", "", "change the folder password on the untrusted device to the one in this file")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -137,4 +141,19 @@ func simplePost(c *cobra.Command, g *globals, method, path, msg string) error {
 	}
 	fmt.Fprintln(c.OutOrStdout(), msg)
 	return nil
+}
+
+// readPassword reads a password file: its first line, without the line
+// ending. An empty password is refused.
+func readPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading password: %w", err)
+	}
+	pw, _, _ := strings.Cut(string(b), "\n")
+	pw = strings.TrimRight(pw, "\r")
+	if pw == "" {
+		return "", fmt.Errorf("password file %s is empty", path)
+	}
+	return pw, nil
 }

@@ -222,3 +222,19 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestPendingFolderEncryptedFlag(t *testing.T) {
+	db, _ := openTest(t)
+	ctx := context.Background()
+	must(t, db.PutDevice(ctx, Device{ID: "D"}))
+	must(t, db.AddPendingFolder(ctx, PendingFolder{DeviceID: "D", FolderID: "g", Encrypted: true}))
+	ps, err := db.PendingFolders(ctx)
+	if err != nil || len(ps) != 1 || !ps[0].Encrypted {
+		t.Fatalf("PendingFolders = %+v, %v; want one encrypted offer", ps, err)
+	}
+	// A later offer of the same folder as a plain share updates the flag.
+	must(t, db.AddPendingFolder(ctx, PendingFolder{DeviceID: "D", FolderID: "g"}))
+	if ps, _ := db.PendingFolders(ctx); len(ps) != 1 || ps[0].Encrypted {
+		t.Fatalf("after a plain offer: %+v", ps)
+	}
+}

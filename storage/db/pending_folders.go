@@ -14,6 +14,9 @@ type PendingFolder struct {
 	FolderID  string
 	Label     string
 	FirstSeen time.Time
+	// Encrypted: the device offers it to this node as an untrusted
+	// receiver, so it is accepted as an encrypted folder.
+	Encrypted bool
 }
 
 // AddPendingFolder records that a known device offers a folder. For an
@@ -32,10 +35,10 @@ func (db *DB) AddPendingFolder(ctx context.Context, p PendingFolder) error {
 			return fmt.Errorf("%w: unknown device", ErrConstraint)
 		}
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO pending_folders (device_id, folder_id, label, first_seen)
-			VALUES (?, ?, ?, ?)
-			ON CONFLICT (device_id, folder_id) DO UPDATE SET label = excluded.label`,
-			p.DeviceID, p.FolderID, p.Label, nanos(first))
+			INSERT INTO pending_folders (device_id, folder_id, label, first_seen, encrypted)
+			VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (device_id, folder_id) DO UPDATE SET label = excluded.label, encrypted = excluded.encrypted`,
+			p.DeviceID, p.FolderID, p.Label, nanos(first), boolInt(p.Encrypted))
 		return err
 	})
 	if err != nil {
@@ -47,7 +50,7 @@ func (db *DB) AddPendingFolder(ctx context.Context, p PendingFolder) error {
 // PendingFolders returns every pending offer, ordered by folder ID and then
 // device ID.
 func (db *DB) PendingFolders(ctx context.Context) ([]PendingFolder, error) {
-	rows, err := db.sql.QueryContext(ctx, `SELECT device_id, folder_id, label, first_seen
+	rows, err := db.sql.QueryContext(ctx, `SELECT device_id, folder_id, label, first_seen, encrypted
 		FROM pending_folders ORDER BY folder_id, device_id`)
 	if err != nil {
 		return nil, fmt.Errorf("listing pending folders: %w", err)
@@ -56,11 +59,12 @@ func (db *DB) PendingFolders(ctx context.Context) ([]PendingFolder, error) {
 	var out []PendingFolder
 	for rows.Next() {
 		var p PendingFolder
-		var first int64
-		if err := rows.Scan(&p.DeviceID, &p.FolderID, &p.Label, &first); err != nil {
+		var first, encrypted int64
+		if err := rows.Scan(&p.DeviceID, &p.FolderID, &p.Label, &first, &encrypted); err != nil {
 			return nil, fmt.Errorf("listing pending folders: %w", err)
 		}
 		p.FirstSeen = fromNanos(first)
+		p.Encrypted = encrypted != 0
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {

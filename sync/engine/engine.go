@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/sync/receiver"
 	"lockstep/sync/scan"
 )
 
@@ -49,6 +51,22 @@ type Engine struct {
 	stops   map[string]context.CancelFunc
 	conns   map[crypt.DeviceID]*peerConn
 	wg      sync.WaitGroup
+
+	recv Receiver // this node's encrypted folders, or nil
+}
+
+// Receiver is the untrusted side of encrypted folders (sync/receiver): the
+// engine runs the connections and hands it every message about a folder
+// it holds.
+type Receiver interface {
+	Reload(ctx context.Context) error
+	Holds(folderID string) bool
+	ClusterFolders(ctx context.Context, peer crypt.DeviceID) []*protocol.Folder
+	ClusterConfig(ctx context.Context, p receiver.Peer, wf *protocol.Folder) error
+	SealedIndex(p receiver.Peer, idx *protocol.SealedIndex) error
+	SealedAck(p receiver.Peer, ack *protocol.SealedAck) error
+	Request(ctx context.Context, peer crypt.DeviceID, req *protocol.Request) ([]byte, error)
+	Closed(p receiver.Peer)
 }
 
 // Options tune an Engine.
@@ -60,6 +78,9 @@ type Options struct {
 	RescanInterval time.Duration
 	// WatchDelay is how long the watcher gathers events (default 50 ms).
 	WatchDelay time.Duration
+	// Receiver runs the node's encrypted folders; without it they are
+	// not served.
+	Receiver Receiver
 }
 
 // New returns an engine for the node id with its database.
@@ -79,6 +100,7 @@ func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, opts Options) *En
 		folders: map[string]*folder{},
 		stops:   map[string]context.CancelFunc{},
 		conns:   map[crypt.DeviceID]*peerConn{},
+		recv:    opts.Receiver,
 	}
 }
 
@@ -107,7 +129,14 @@ func (e *Engine) Reload(ctx context.Context) error {
 	}
 	want := map[string]db.Folder{}
 	for _, f := range cfgs {
-		want[f.ID] = f
+		if f.Type != db.Encrypted { // the receiver's, not synced here
+			want[f.ID] = f
+		}
+	}
+	if e.recv != nil {
+		if err := e.recv.Reload(ctx); err != nil {
+			e.log.Warn("loading encrypted folders", "err", err)
+		}
 	}
 	e.mu.Lock()
 	base := e.ctx
@@ -222,6 +251,16 @@ func (e *Engine) peerIndexID(ctx context.Context, folderID string, peer crypt.De
 
 func (e *Engine) setPeerIndexID(ctx context.Context, folderID string, peer crypt.DeviceID, id uint64) error {
 	return e.db.SetSetting(ctx, "peer-index-id/"+folderID+"/"+peer.String(), strconv.FormatUint(id, 10))
+}
+
+// sharesHeld reports whether an encrypted folder of this node is shared
+// with peer.
+func (e *Engine) sharesHeld(ctx context.Context, folderID string, peer crypt.DeviceID) bool {
+	devs, err := e.db.FolderDevices(ctx, folderID)
+	if err != nil {
+		return false
+	}
+	return slices.Contains(devs, peer.String())
 }
 
 // conn returns the live connection to a peer, or nil.

@@ -55,9 +55,18 @@ type folder struct {
 	pullDone   int64         // bytes of it done
 	lastPulled time.Time
 
+	receivers map[crypt.DeviceID]bool   // shares that are untrusted receivers
+	recvErrs  map[crypt.DeviceID]string // latest problem with each receiver
+
+	keysMu    sync.Mutex
+	keysCache *crypt.Keys // the folder key's subkeys, once loaded
+
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead.
 	pulledBytes, reusedBytes atomic.Int64
+	// Since start: records and chunks from receivers that failed
+	// verification.
+	tamperedRecords, tamperedChunks atomic.Int64
 }
 
 func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
@@ -75,14 +84,16 @@ func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
 	}
 	return &folder{
 		id: cfg.ID, e: e, fs: root, set: set, short: e.id.Short(),
-		log:     e.log.With("folder", cfg.ID),
-		pullCh:  make(chan struct{}, 1),
-		scanCh:  make(chan struct{}, 1),
-		cfg:     cfg,
-		shares:  map[crypt.DeviceID]bool{},
-		state:   StateIdle,
-		changed: make(chan struct{}),
-		scanAll: true,
+		log:       e.log.With("folder", cfg.ID),
+		pullCh:    make(chan struct{}, 1),
+		scanCh:    make(chan struct{}, 1),
+		cfg:       cfg,
+		shares:    map[crypt.DeviceID]bool{},
+		receivers: map[crypt.DeviceID]bool{},
+		recvErrs:  map[crypt.DeviceID]string{},
+		state:     StateIdle,
+		changed:   make(chan struct{}),
+		scanAll:   true,
 	}, nil
 }
 
@@ -100,15 +111,24 @@ func (f *folder) refreshShares(ctx context.Context) error {
 	if err != nil && !errors.Is(err, db.ErrNotFound) {
 		return err
 	}
-	m := map[crypt.DeviceID]bool{}
+	m, recv := map[crypt.DeviceID]bool{}, map[crypt.DeviceID]bool{}
 	for _, d := range devs {
-		if id, err := crypt.ParseDeviceID(d); err == nil {
-			m[id] = true
+		id, err := crypt.ParseDeviceID(d)
+		if err != nil {
+			continue
+		}
+		m[id] = true
+		if dev, err := f.e.db.Device(ctx, d); err == nil && dev.Untrusted {
+			recv[id] = true
 		}
 	}
 	f.mu.Lock()
 	f.shares = m
+	f.receivers = recv
 	f.mu.Unlock()
+	f.keysMu.Lock()
+	f.keysCache = nil // the key may have been set by a new share
+	f.keysMu.Unlock()
 	f.requestPull()
 	return nil
 }

@@ -31,6 +31,7 @@ type peerConn struct {
 	mu      sync.Mutex
 	lastCC  *protocol.ClusterConfig // the peer's latest
 	senders map[string]sender       // by folder ID
+	uploads map[string]*upload      // by folder ID, to a receiver
 	wg      sync.WaitGroup
 }
 
@@ -40,7 +41,7 @@ func (e *Engine) ServeConn(ctx context.Context, peer crypt.DeviceID, rw io.ReadW
 	<-e.ready
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pc := &peerConn{e: e, id: peer, ctx: ctx, senders: map[string]sender{}}
+	pc := &peerConn{e: e, id: peer, ctx: ctx, senders: map[string]sender{}, uploads: map[string]*upload{}}
 	pc.conn = protocol.NewConn(protocol.DeviceID(peer), rw, e, protocol.Options{})
 	e.mu.Lock()
 	if old := e.conns[peer]; old != nil {
@@ -64,6 +65,9 @@ func (e *Engine) ServeConn(ctx context.Context, peer crypt.DeviceID, rw io.ReadW
 	err := <-errc
 	cancel()
 	pc.wg.Wait()
+	if e.recv != nil {
+		e.recv.Closed(pc.conn)
+	}
 	return err
 }
 
@@ -87,6 +91,20 @@ func (pc *peerConn) sendClusterConfig(ctx context.Context) {
 			continue
 		}
 		cfg := f.config()
+		if f.untrusted(pc.id) {
+			// No polynomial, and the receiver's entry carries how much of
+			// its log this node has seen.
+			cc.Folders = append(cc.Folders, &protocol.Folder{
+				Id:    f.id,
+				Label: cfg.Label,
+				Type:  wireFolderType(cfg.Type),
+				Devices: []*protocol.FolderDevice{
+					{DeviceId: e.id[:], MaxSequence: f.set.LocalSequence(), IndexId: myIndex},
+					{DeviceId: pc.id[:], MaxSequence: e.settingInt(ctx, logCursorSetting(f.id, pc.id)), IndexId: e.peerIndexID(ctx, f.id, pc.id), Encrypted: true},
+				},
+			})
+			continue
+		}
 		cc.Folders = append(cc.Folders, &protocol.Folder{
 			Id:         f.id,
 			Label:      cfg.Label,
@@ -97,6 +115,9 @@ func (pc *peerConn) sendClusterConfig(ctx context.Context) {
 				{DeviceId: pc.id[:], MaxSequence: f.set.RemoteSequence(pc.id), IndexId: e.peerIndexID(ctx, f.id, pc.id)},
 			},
 		})
+	}
+	if e.recv != nil {
+		cc.Folders = append(cc.Folders, e.recv.ClusterFolders(ctx, pc.id)...)
 	}
 	if err := pc.conn.ClusterConfig(ctx, cc); err != nil && ctx.Err() == nil {
 		e.log.Debug("sending cluster config", "device", pc.id.String(), "err", err)
@@ -143,9 +164,24 @@ func (pc *peerConn) reconcile() error {
 	}
 	offered := map[string]bool{}
 	for _, wf := range cc.GetFolders() {
+		if e.recv != nil && e.recv.Holds(wf.GetId()) {
+			if e.sharesHeld(ctx, wf.GetId(), peer) {
+				if err := e.recv.ClusterConfig(ctx, pc.conn, wf); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		f := e.folder(wf.GetId())
+		if f != nil && f.sharedWith(peer) && f.untrusted(peer) {
+			if err := pc.reconcileReceiver(f, wf); err != nil {
+				return err
+			}
+			offered[f.id] = true
+			continue
+		}
 		if f == nil || !f.sharedWith(peer) {
-			if err := e.db.AddPendingFolder(ctx, db.PendingFolder{DeviceID: peer.String(), FolderID: wf.GetId(), Label: wf.GetLabel(), FirstSeen: time.Now()}); err != nil && !errors.Is(err, db.ErrConstraint) {
+			if err := e.db.AddPendingFolder(ctx, db.PendingFolder{DeviceID: peer.String(), FolderID: wf.GetId(), Label: wf.GetLabel(), FirstSeen: time.Now(), Encrypted: offeredEncrypted(wf, e.id)}); err != nil && !errors.Is(err, db.ErrConstraint) {
 				e.log.Warn("recording folder offer", "folder", wf.GetId(), "err", err)
 			} else if err == nil {
 				e.log.Info("folder offered by device", "folder", wf.GetId(), "device", peer.String())
@@ -194,6 +230,7 @@ func (pc *peerConn) reconcile() error {
 		if !offered[id] {
 			s.stop()
 			delete(pc.senders, id)
+			delete(pc.uploads, id)
 		}
 	}
 	pc.mu.Unlock()
@@ -275,6 +312,9 @@ func (e *Engine) IndexUpdate(peer protocol.DeviceID, idx *protocol.IndexUpdate) 
 
 func (e *Engine) indexUpdate(peer crypt.DeviceID, folderID string, files []*protocol.FileInfo) error {
 	f := e.folder(folderID)
+	if f != nil && f.untrusted(peer) {
+		return fmt.Errorf("plaintext index of %s from an untrusted receiver", folderID)
+	}
 	if f == nil || !f.sharedWith(peer) {
 		// Not an error: the configuration may have changed in flight.
 		e.log.Debug("index for a folder not shared with the peer", "folder", folderID, "device", peer.String())
@@ -301,13 +341,80 @@ func (e *Engine) indexUpdate(peer crypt.DeviceID, folderID string, files []*prot
 	return nil
 }
 
-// Request serves a block of a local file to a peer.
-func (e *Engine) Request(ctx context.Context, peer protocol.DeviceID, req *protocol.Request) ([]byte, error) {
+// Request serves a block of a local file to a trusted peer, a sealed
+// chunk to a receiver of a folder, or, on a receiver, what it holds.
+func (e *Engine) Request(ctx context.Context, wirePeer protocol.DeviceID, req *protocol.Request) ([]byte, error) {
+	peer := crypt.DeviceID(wirePeer)
+	if e.recv != nil && e.recv.Holds(req.GetFolder()) {
+		return e.recv.Request(ctx, peer, req)
+	}
 	f := e.folder(req.GetFolder())
-	if f == nil || !f.sharedWith(crypt.DeviceID(peer)) {
+	if f == nil || !f.sharedWith(peer) {
 		return nil, protocol.ErrNoSuchFile
 	}
+	if f.untrusted(peer) {
+		if req.GetKind() != protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK {
+			return nil, protocol.ErrNoSuchFile // never plaintext to a receiver
+		}
+		pc := e.conn(peer)
+		if pc == nil {
+			return nil, protocol.ErrNoSuchFile
+		}
+		return pc.serveSealedChunk(req)
+	}
+	if req.GetKind() != protocol.RequestKind_REQUEST_KIND_FILE_BLOCK {
+		return nil, protocol.ErrInvalidFile
+	}
 	return f.readBlock(req)
+}
+
+// SealedIndex takes sealed records: on a receiver, to store; on a trusted
+// device, a receiver's log to open.
+func (e *Engine) SealedIndex(wirePeer protocol.DeviceID, idx *protocol.SealedIndex) error {
+	peer := crypt.DeviceID(wirePeer)
+	pc := e.conn(peer)
+	if pc == nil {
+		return errors.New("sealed index from a peer without a connection")
+	}
+	if e.recv != nil && e.recv.Holds(idx.GetFolder()) {
+		return e.recv.SealedIndex(pc.conn, idx)
+	}
+	f := e.folder(idx.GetFolder())
+	if f == nil || !f.untrusted(peer) {
+		e.log.Debug("sealed index for a folder not shared with the receiver", "folder", idx.GetFolder(), "device", peer.String())
+		return nil
+	}
+	if err := f.sealedIndexFrom(pc.ctx, peer, idx); err != nil {
+		return err
+	}
+	if n := len(idx.GetRecords()); n > 0 {
+		return pc.conn.SealedAck(pc.ctx, &protocol.SealedAck{Folder: f.id, Sequence: idx.GetRecords()[n-1].GetSequence()})
+	}
+	return nil
+}
+
+// SealedAck takes a peer's acknowledgement of sealed records.
+func (e *Engine) SealedAck(wirePeer protocol.DeviceID, ack *protocol.SealedAck) error {
+	pc := e.conn(crypt.DeviceID(wirePeer))
+	if pc == nil {
+		return nil
+	}
+	if e.recv != nil && e.recv.Holds(ack.GetFolder()) {
+		return e.recv.SealedAck(pc.conn, ack)
+	}
+	pc.sealedAck(ack)
+	return nil
+}
+
+// offeredEncrypted reports whether a folder offer lists this node as an
+// untrusted receiver of it.
+func offeredEncrypted(wf *protocol.Folder, self crypt.DeviceID) bool {
+	for _, d := range wf.GetDevices() {
+		if string(d.GetDeviceId()) == string(self[:]) {
+			return d.GetEncrypted()
+		}
+	}
+	return false
 }
 
 // Closed is called once when a connection ends.
@@ -317,7 +424,7 @@ func (e *Engine) Closed(peer protocol.DeviceID, err error) {
 	}
 }
 
-// request fetches a block from a peer.
+// request sends a request to a peer.
 func (e *Engine) request(ctx context.Context, peer crypt.DeviceID, req *protocol.Request) ([]byte, error) {
 	pc := e.conn(peer)
 	if pc == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"lockstep/chunk"
+	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
@@ -290,14 +292,32 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 		putBlock(buf)
 	}
 	peers := f.set.Has(r.Name, r.Version)
+	// Trusted peers first: a receiver's chunks cost opening, and a
+	// receiver is the backup, often farther away.
+	slices.SortStableFunc(peers, func(a, b crypt.DeviceID) int {
+		ua, ub := f.untrusted(a), f.untrusted(b)
+		switch {
+		case ua == ub:
+			return 0
+		case ub:
+			return -1
+		}
+		return 1
+	})
 	var lastErr error = errors.New("no connected device has it")
 	for _, p := range peers {
 		if !f.e.connected(p) {
 			continue
 		}
-		data, err := f.e.request(ctx, p, &protocol.Request{
-			Folder: f.id, Name: r.Name, Offset: b.Offset, Size: b.Size, Hash: b.Hash[:],
-		})
+		var data []byte
+		var err error
+		if f.untrusted(p) {
+			data, err = f.requestSealed(ctx, p, b)
+		} else {
+			data, err = f.e.request(ctx, p, &protocol.Request{
+				Folder: f.id, Name: r.Name, Offset: b.Offset, Size: b.Size, Hash: b.Hash[:],
+			})
+		}
 		if err != nil {
 			lastErr = err
 			continue

@@ -16,7 +16,11 @@ type FolderStatus struct {
 	// PulledBytes and ReusedBytes count, since the node started, block
 	// bytes fetched from peers and those copied from local files instead.
 	PulledBytes, ReusedBytes int64
-	Peers                    []PeerStatus
+	// TamperedRecords and TamperedChunks count, since the node started,
+	// records and chunks from receivers that failed verification (never
+	// used).
+	TamperedRecords, TamperedChunks int64
+	Peers                           []PeerStatus
 }
 
 // PeerStatus is how far a peer sharing the folder is.
@@ -24,6 +28,11 @@ type PeerStatus struct {
 	Device     crypt.DeviceID
 	Connected  bool
 	Completion float64
+	// Untrusted: the peer is a receiver of the folder.
+	Untrusted bool
+	// Error is the latest problem with a receiver (rollback, tampering,
+	// missing key), or "".
+	Error string
 }
 
 // FolderStatus reports a running folder's state; ok is false for a folder
@@ -38,15 +47,17 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	if f.err != "" && (f.blocked || f.state == StateIdle) {
 		st.State = StateError
 	}
-	shares := make([]crypt.DeviceID, 0, len(f.shares))
+	shares := make([]PeerStatus, 0, len(f.shares))
 	for d := range f.shares {
-		shares = append(shares, d)
+		shares = append(shares, PeerStatus{Device: d, Untrusted: f.receivers[d], Error: f.recvErrs[d]})
 	}
 	f.mu.Unlock()
 	st.Counts = f.set.Counts()
 	st.PulledBytes, st.ReusedBytes = f.pulledBytes.Load(), f.reusedBytes.Load()
-	for _, d := range shares {
-		st.Peers = append(st.Peers, PeerStatus{Device: d, Connected: e.connected(d), Completion: f.set.Completion(d)})
+	st.TamperedRecords, st.TamperedChunks = f.tamperedRecords.Load(), f.tamperedChunks.Load()
+	for _, p := range shares {
+		p.Connected, p.Completion = e.connected(p.Device), f.set.Completion(p.Device)
+		st.Peers = append(st.Peers, p)
 	}
 	return st, true
 }

@@ -1,0 +1,39 @@
+// Package receiver is the untrusted side of lockstep: a node holding
+// folders of type encrypted. It never has a folder key. It stores the
+// sealed records devices send it (in the database) and the sealed chunks
+// they reference (in a blob.Store), keeps one record log per folder, and
+// serves records, chunks and the folder key envelope to every device the
+// folder is shared with, trusted devices and other receivers alike.
+//
+// The sync engine owns the connections and hands everything about
+// encrypted folders to a *Receiver: the peer's ClusterConfig entries,
+// SealedIndex and SealedAck messages and Requests. For each (connection,
+// folder) the Receiver runs an ingester, which stores what the peer sends,
+// and a log sender, which sends the peer the folder's log; both end with
+// the connection's context.
+//
+// Invariants:
+//
+//   - A record is stored only once every chunk it references is stored,
+//     and each chunk only after a durability barrier (blob.Batcher.Sync, or
+//     a plain Put). A chunk a peer cannot deliver makes the records needing
+//     it skipped, never stored half.
+//   - Each (origin, counter) is stored at most once per folder; repeats
+//     are dropped, so any number of peers may send the same records.
+//   - Log sequences of a folder start at 1 and increase with the order of
+//     appends. Appends to one folder are serialised. Each append's records
+//     are written to the store as one log object, keyed by the first
+//     sequence, before the database commit; so the store alone holds
+//     everything needed to rebuild the database (Rebuild).
+//   - A chunk is checked only for its size (> 0 and at most
+//     crypt.MaxSealedChunkSize): without the key nothing else can be.
+//   - A peer gets data only of folders this node holds as encrypted and
+//     shares with it.
+//
+// Store layout (fk is the hex of the folder ID's bytes):
+//
+//	r/<fk>/meta.json                  folder, its devices and log ID (JSON)
+//	r/<fk>/c/<chunk id hex>           sealed chunk bodies
+//	r/<fk>/log/<first seq, 16 hex>    protobuf SealedIndex of one append
+//	r/<fk>/envelope/<gen, 16 hex>     the folder key envelope, per generation
+package receiver

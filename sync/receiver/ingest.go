@@ -1,0 +1,253 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"lockstep/crypt"
+	"lockstep/storage/blob"
+	"lockstep/storage/db"
+	"lockstep/sync/protocol"
+)
+
+// ingest stores the SealedIndex messages queued for l, in order, until
+// l's context ends or one fails for a reason other than a chunk the peer
+// cannot deliver; then it stops the whole link.
+func (r *Receiver) ingest(l *link) {
+	defer l.cancel()
+	for {
+		select {
+		case idx := <-l.queue:
+			if err := r.ingestOne(l.ctx, l, idx); err != nil {
+				if l.ctx.Err() == nil {
+					r.log.Warn("storing sealed records", "folder", l.folder.id,
+						"device", crypt.DeviceID(l.p.Peer()), "err", err)
+				}
+				return
+			}
+		case <-l.ctx.Done():
+			return
+		}
+	}
+}
+
+// ingestOne stores the records of idx that are new, fetching the chunks
+// they need from the peer, and acknowledges idx.
+func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedIndex) error {
+	recs := idx.GetRecords()
+	if len(recs) == 0 {
+		return nil
+	}
+	f := l.folder
+	keep, err := r.fresh(ctx, f, recs)
+	if err != nil {
+		return err
+	}
+
+	// The chunks the new records need that the folder lacks, once each.
+	var missing [][]byte
+	seen := make(map[string]bool)
+	for _, w := range keep {
+		for _, c := range w.GetChunks() {
+			if seen[string(c)] {
+				continue
+			}
+			seen[string(c)] = true
+			has, err := r.db.HasSealedChunk(ctx, f.id, c)
+			if err != nil {
+				return err
+			}
+			if !has {
+				missing = append(missing, c)
+			}
+		}
+	}
+	fetched, bad, err := r.fetch(ctx, l.p, f, missing)
+	if err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		keep = slices.DeleteFunc(keep, func(w *protocol.SealedRecord) bool {
+			for _, c := range w.GetChunks() {
+				if bad[string(c)] {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if len(keep) > 0 {
+		if err := r.commit(ctx, f, keep, fetched); err != nil {
+			return err
+		}
+	}
+	return l.p.SealedAck(ctx, &protocol.SealedAck{Folder: f.id, Sequence: recs[len(recs)-1].GetSequence()})
+}
+
+// fresh returns the records of recs the folder does not hold yet and can
+// store, each (origin, counter) once.
+func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.SealedRecord) ([]*protocol.SealedRecord, error) {
+	type originCounter struct {
+		origin  string
+		counter uint64
+	}
+	seen := make(map[originCounter]bool)
+	var keep []*protocol.SealedRecord
+	for i, w := range recs {
+		if err := checkRecord(w); err != nil {
+			r.log.Debug("skipping a sealed record", "folder", f.id, "record", i, "err", err)
+			continue
+		}
+		k := originCounter{string(w.GetOrigin()), w.GetCounter()}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		held, err := r.db.HasSealedRecord(ctx, f.id, w.GetOrigin(), w.GetCounter())
+		if err != nil {
+			return nil, err
+		}
+		if !held {
+			keep = append(keep, w)
+		}
+	}
+	return keep, nil
+}
+
+// fetch requests the chunks ids from p, fetchParallel at a time, and
+// stores them durably. It returns the sizes of those stored and the set
+// of those p could not deliver (or delivered with an impossible size). Any
+// other failure is an error, after which nothing more is stored.
+func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, ids [][]byte) (map[string]int64, map[string]bool, error) {
+	sizes := make(map[string]int64, len(ids))
+	bad := make(map[string]bool)
+	if len(ids) == 0 {
+		return sizes, bad, nil
+	}
+	batcher, _ := r.store.(blob.Batcher)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	sem := make(chan struct{}, fetchParallel)
+loop:
+	for _, id := range ids {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break loop
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			data, err := p.Request(ctx, &protocol.Request{
+				Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: f.id,
+				ChunkId: id, Size: uint32(crypt.MaxSealedChunkSize)})
+			switch {
+			case errors.Is(err, protocol.ErrNoSuchFile), errors.Is(err, protocol.ErrInvalidFile):
+				mu.Lock()
+				bad[string(id)] = true
+				mu.Unlock()
+				return
+			case err != nil:
+				fail(fmt.Errorf("fetching chunk %x: %w", id, err))
+				return
+			case len(data) == 0 || len(data) > crypt.MaxSealedChunkSize:
+				r.log.Debug("peer sent a chunk of impossible size", "folder", f.id, "chunk", fmt.Sprintf("%x", id), "size", len(data))
+				mu.Lock()
+				bad[string(id)] = true
+				mu.Unlock()
+				return
+			}
+			key := chunkKey(f.fk, id)
+			if batcher != nil {
+				err = batcher.PutUnsynced(ctx, key, bytes.NewReader(data), int64(len(data)))
+			} else {
+				err = r.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)))
+			}
+			if err != nil {
+				fail(fmt.Errorf("storing chunk %x: %w", id, err))
+				return
+			}
+			mu.Lock()
+			sizes[string(id)] = int64(len(data))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if batcher != nil && len(sizes) > 0 {
+		if err := batcher.Sync(ctx); err != nil {
+			return nil, nil, fmt.Errorf("syncing chunks: %w", err)
+		}
+	}
+	return sizes, bad, nil
+}
+
+// commit appends the records of keep the folder still lacks to its log:
+// log sequences, the log object in the store, then one transaction with
+// the records and the chunks of fetched they reference.
+func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.SealedRecord, fetched map[string]int64) error {
+	f.append.Lock()
+	defer f.append.Unlock()
+	// Another connection may have stored some meanwhile.
+	keep, err := r.fresh(ctx, f, keep)
+	if err != nil || len(keep) == 0 {
+		return err
+	}
+	seq, err := r.db.ReceiverSequence(ctx, f.id)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	recs := make([]db.SealedRecord, len(keep))
+	var chunks []db.SealedChunk
+	added := make(map[string]bool)
+	for i, w := range keep {
+		stored := now
+		if ns := w.GetStoredNs(); ns != 0 {
+			stored = time.Unix(0, ns)
+		}
+		recs[i] = fromWire(w, seq+1+int64(i), stored)
+		for _, c := range w.GetChunks() {
+			if size, ok := fetched[string(c)]; ok && !added[string(c)] {
+				added[string(c)] = true
+				chunks = append(chunks, db.SealedChunk{ID: c, Size: size, StoredAt: now})
+			}
+		}
+	}
+	logObj, err := proto.Marshal(&protocol.SealedIndex{Folder: f.id, Records: toWire(recs)})
+	if err != nil {
+		return fmt.Errorf("encoding log object: %w", err)
+	}
+	if err := r.store.Put(ctx, logKey(f.fk, seq+1), bytes.NewReader(logObj), int64(len(logObj))); err != nil {
+		return fmt.Errorf("writing log object: %w", err)
+	}
+	if err := r.db.AppendSealed(ctx, f.id, recs, chunks); err != nil {
+		return err
+	}
+	r.appended(f)
+	return nil
+}

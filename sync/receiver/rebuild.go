@@ -1,0 +1,237 @@
+package receiver
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"lockstep/storage/blob"
+	"lockstep/storage/db"
+	"lockstep/sync/protocol"
+)
+
+// ErrNotEmpty means Rebuild was given a database that already has
+// folders.
+var ErrNotEmpty = errors.New("database already has folders")
+
+// errFound stops a List early.
+var errFound = errors.New("found")
+
+// StoreHasFolders reports whether the store holds any receiver folder meta
+// (so `serve` can notice an empty database with a non-empty store).
+func StoreHasFolders(ctx context.Context, store blob.Store) (bool, error) {
+	checked := make(map[string]bool)
+	found := false
+	err := store.List(ctx, "r/", func(info blob.Info) error {
+		fk, _, ok := strings.Cut(strings.TrimPrefix(info.Key, "r/"), "/")
+		if !ok || checked[fk] {
+			return nil
+		}
+		checked[fk] = true
+		// The meta object sorts after the folder's chunks: ask for it.
+		_, err := store.Stat(ctx, metaKey(fk))
+		if errors.Is(err, blob.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return false, fmt.Errorf("looking for receiver folders: %w", err)
+	}
+	return found, nil
+}
+
+// storedFolder is what the store holds of one folder.
+type storedFolder struct {
+	fk        string
+	hasMeta   bool
+	chunks    map[string]blob.Info // by chunk ID bytes
+	logs      []string             // log object keys, in order
+	envelope  string               // key of the highest generation
+	envelopeN int64
+}
+
+// Rebuild fills an empty database from the store alone: every encrypted
+// folder whose meta object is in the store, with its devices, shares, log
+// ID, envelope, records (same log sequences and stored times) and chunk
+// list. Records referencing a chunk missing from the store are left out
+// (and logged); chunks no record references are not listed. It returns the
+// folder IDs rebuilt. It refuses with ErrNotEmpty if the database already
+// has folders, and fails with ErrCorrupt on store content that breaks the
+// layout.
+func Rebuild(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger) ([]string, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	existing, err := database.Folders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) > 0 {
+		return nil, fmt.Errorf("rebuilding from the store: %w", ErrNotEmpty)
+	}
+	found, err := scanStore(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	var rebuilt []string
+	for _, sf := range found {
+		if !sf.hasMeta {
+			log.Warn("receiver data without a meta object in the store, skipped", "key", "r/"+sf.fk)
+			continue
+		}
+		id, err := rebuildFolder(ctx, database, store, log, sf)
+		if err != nil {
+			return rebuilt, fmt.Errorf("rebuilding from the store: %w", err)
+		}
+		log.Info("rebuilt encrypted folder from the store", "folder", id, "logs", len(sf.logs), "chunks", len(sf.chunks))
+		rebuilt = append(rebuilt, id)
+	}
+	return rebuilt, nil
+}
+
+// scanStore lists the receiver part of the store, folder by folder.
+func scanStore(ctx context.Context, store blob.Store) ([]*storedFolder, error) {
+	var out []*storedFolder
+	byFK := make(map[string]*storedFolder)
+	err := store.List(ctx, "r/", func(info blob.Info) error {
+		parts := strings.Split(info.Key, "/")
+		if len(parts) < 3 {
+			return nil
+		}
+		sf := byFK[parts[1]]
+		if sf == nil {
+			sf = &storedFolder{fk: parts[1], chunks: make(map[string]blob.Info)}
+			byFK[parts[1]] = sf
+			out = append(out, sf)
+		}
+		switch {
+		case len(parts) == 3 && parts[2] == "meta.json":
+			sf.hasMeta = true
+		case len(parts) == 4 && parts[2] == "c":
+			id, err := hex.DecodeString(parts[3])
+			if err != nil || len(id) != db.SealedIDSize {
+				return fmt.Errorf("%w: chunk key %s", ErrCorrupt, info.Key)
+			}
+			sf.chunks[string(id)] = info
+		case len(parts) == 4 && parts[2] == "log":
+			sf.logs = append(sf.logs, info.Key)
+		case len(parts) == 4 && parts[2] == "envelope":
+			gen, err := strconv.ParseInt(parts[3], 16, 64)
+			if err != nil || len(parts[3]) != 16 || gen <= 0 {
+				return fmt.Errorf("%w: envelope key %s", ErrCorrupt, info.Key)
+			}
+			if gen > sf.envelopeN {
+				sf.envelope, sf.envelopeN = info.Key, gen
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the store: %w", err)
+	}
+	return out, nil
+}
+
+// rebuildFolder restores one folder and returns its ID.
+func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger, sf *storedFolder) (string, error) {
+	data, err := getLimited(ctx, store, metaKey(sf.fk), maxMetaSize)
+	if err != nil {
+		return "", err
+	}
+	m, err := parseMeta(sf.fk, data)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range m.Devices {
+		if _, err := database.Device(ctx, d.ID.String()); err == nil {
+			continue // known already: keep what the user set
+		}
+		if err := database.PutDevice(ctx, db.Device{ID: d.ID.String(), Name: d.Name, Addresses: d.Addresses, Untrusted: d.Untrusted}); err != nil {
+			return "", err
+		}
+	}
+	if err := database.PutFolder(ctx, db.Folder{ID: m.ID, Label: m.Label, Path: m.Path, Type: db.Encrypted}); err != nil {
+		return "", err
+	}
+	for _, d := range m.Devices {
+		if err := database.ShareFolder(ctx, m.ID, d.ID.String()); err != nil {
+			return "", err
+		}
+	}
+	if _, err := database.InitReceiverLog(ctx, m.ID, m.LogID); err != nil {
+		return "", err
+	}
+	if sf.envelope != "" {
+		env, err := getLimited(ctx, store, sf.envelope, protocol.MaxEnvelopeSize)
+		if err != nil {
+			return "", err
+		}
+		if len(env) == 0 {
+			return "", fmt.Errorf("%w: %s is empty", ErrCorrupt, sf.envelope)
+		}
+		if err := database.PutReceiverEnvelope(ctx, m.ID, env, sf.envelopeN); err != nil {
+			return "", err
+		}
+	}
+	listed := make(map[string]bool) // chunks already in the database
+	var last int64
+	for _, key := range sf.logs {
+		data, err := getLimited(ctx, store, key, maxLogSize)
+		if err != nil {
+			return "", err
+		}
+		wire, err := parseLog(m.ID, key, data)
+		if err != nil {
+			return "", err
+		}
+		if first := wire[0].GetSequence(); first <= last {
+			return "", fmt.Errorf("%w: %s overlaps the log before it (up to %d)", ErrCorrupt, key, last)
+		}
+		last = wire[len(wire)-1].GetSequence()
+		recs, chunks := restoreRecords(log, m.ID, wire, sf.chunks, listed)
+		if err := database.AppendSealed(ctx, m.ID, recs, chunks); err != nil {
+			return "", fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return m.ID, nil
+}
+
+// restoreRecords converts the records of one log object, leaving out those
+// that reference chunks the store lacks, and returns them with the chunks
+// they reference that are not listed yet (which it marks listed).
+func restoreRecords(log *slog.Logger, folderID string, wire []*protocol.SealedRecord,
+	stored map[string]blob.Info, listed map[string]bool) ([]db.SealedRecord, []db.SealedChunk) {
+	var (
+		recs   []db.SealedRecord
+		chunks []db.SealedChunk
+	)
+next:
+	for _, w := range wire {
+		for _, c := range w.GetChunks() {
+			if info, ok := stored[string(c)]; !ok || info.Size <= 0 {
+				log.Warn("record references a chunk missing from the store, left out",
+					"folder", folderID, "sequence", w.GetSequence(), "chunk", fmt.Sprintf("%x", c))
+				continue next
+			}
+		}
+		for _, c := range w.GetChunks() {
+			if !listed[string(c)] {
+				listed[string(c)] = true
+				info := stored[string(c)]
+				chunks = append(chunks, db.SealedChunk{ID: c, Size: info.Size, StoredAt: info.ModTime})
+			}
+		}
+		recs = append(recs, fromWire(w, w.GetSequence(), time.Unix(0, w.GetStoredNs())))
+	}
+	return recs, chunks
+}

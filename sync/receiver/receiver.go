@@ -1,0 +1,370 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/storage/blob"
+	"lockstep/storage/db"
+	"lockstep/sync/protocol"
+)
+
+var (
+	// ErrNotHeld means the folder is not an encrypted folder of this node.
+	ErrNotHeld = errors.New("folder is not held by this receiver")
+	// ErrNotShared means the folder is not shared with the peer.
+	ErrNotShared = errors.New("folder is not shared with the peer")
+	// ErrFlowControl means a peer sent more SealedIndex messages than it
+	// may have unacknowledged. It ends the connection.
+	ErrFlowControl = errors.New("peer ignored flow control")
+)
+
+// Defaults of the batching and flow-control limits.
+const (
+	// maxQueued is how many SealedIndex messages a peer may have waiting
+	// for its ingester.
+	maxQueued = 16
+	// defaultBatchBytes is about the largest SealedIndex the log sender
+	// builds.
+	defaultBatchBytes = protocol.MaxBatchSize
+	// sendWindow is how many SealedIndex messages the log sender keeps
+	// unacknowledged.
+	sendWindow = 4
+	// fetchParallel is how many chunk requests an ingester keeps in flight.
+	fetchParallel = 32
+	// readLimit is how many records the log sender reads at a time.
+	readLimit = 1024
+)
+
+// Peer is a live connection to a device sharing an encrypted folder.
+// *protocol.Conn satisfies it.
+type Peer interface {
+	Peer() protocol.DeviceID
+	SealedIndex(ctx context.Context, idx *protocol.SealedIndex) error
+	SealedAck(ctx context.Context, ack *protocol.SealedAck) error
+	Request(ctx context.Context, req *protocol.Request) ([]byte, error)
+}
+
+// Receiver stores and serves the encrypted folders of one node. Create it
+// with New and call Reload before anything else. Safe for concurrent use.
+type Receiver struct {
+	self  crypt.DeviceID
+	db    *db.DB
+	store blob.Store
+	log   *slog.Logger
+
+	batchBytes atomic.Int64 // about the largest SealedIndex sent; tests lower it
+
+	mu      sync.Mutex
+	folders map[string]*folder
+	links   map[linkKey]*link
+}
+
+// folder is one encrypted folder this node holds.
+type folder struct {
+	id    string
+	fk    string
+	label string
+	logID uint64
+
+	// append serialises the folder's appends and envelope puts.
+	append sync.Mutex
+
+	// Guarded by Receiver.mu:
+	shared map[crypt.DeviceID]bool
+	meta   []byte        // the meta object last written or found in the store
+	wake   chan struct{} // closed, and replaced, at every append
+}
+
+// New returns a Receiver for the encrypted folders in database, storing
+// chunks, logs and envelopes in store. It does nothing until Reload.
+func New(self crypt.DeviceID, database *db.DB, store blob.Store, log *slog.Logger) *Receiver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Receiver{
+		self: self, db: database, store: store, log: log,
+		folders: make(map[string]*folder),
+		links:   make(map[linkKey]*link),
+	}
+	r.batchBytes.Store(defaultBatchBytes)
+	return r
+}
+
+// Reload re-reads the encrypted folders and their shares from the
+// database (called at start and after every configuration change); it
+// creates a folder's log ID the first time, and writes the folder's meta
+// object to the store when it changed. Ingesters and log senders of
+// folders no longer held, or no longer shared with their peer, are
+// stopped. A folder that fails to load is logged and left out; the error
+// returned is the first such failure.
+func (r *Receiver) Reload(ctx context.Context) error {
+	all, err := r.db.Folders(ctx)
+	if err != nil {
+		return fmt.Errorf("reloading receiver folders: %w", err)
+	}
+	devices, err := r.db.Devices(ctx)
+	if err != nil {
+		return fmt.Errorf("reloading receiver folders: %w", err)
+	}
+	byID := make(map[string]db.Device, len(devices))
+	for _, d := range devices {
+		byID[d.ID] = d
+	}
+	var first error
+	next := make(map[string]*folder)
+	for _, f := range all {
+		if f.Type != db.Encrypted {
+			continue
+		}
+		nf, err := r.load(ctx, f, byID)
+		if err != nil {
+			r.log.Error("loading encrypted folder", "folder", f.ID, "err", err)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		next[f.ID] = nf
+	}
+
+	r.mu.Lock()
+	var stop []*link
+	for id, nf := range next {
+		if old, ok := r.folders[id]; ok && old.logID == nf.logID {
+			// Keep the running folder (its lock and wake channel).
+			old.label, old.shared, old.meta = nf.label, nf.shared, nf.meta
+			next[id] = old
+		}
+	}
+	r.folders = next
+	for k, l := range r.links {
+		if f, ok := next[k.folder]; !ok || f != l.folder || !f.shared[crypt.DeviceID(k.peer.Peer())] {
+			stop = append(stop, l)
+			delete(r.links, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range stop {
+		l.stop()
+	}
+	return first
+}
+
+// load reads one encrypted folder, creating its log ID and writing its
+// meta object when needed.
+func (r *Receiver) load(ctx context.Context, f db.Folder, devices map[string]db.Device) (*folder, error) {
+	fk := folderKey(f.ID)
+	if err := blob.ValidKey(metaKey(fk)); err != nil {
+		return nil, fmt.Errorf("folder ID too long for the store: %w", err)
+	}
+	logID, err := r.db.InitReceiverLog(ctx, f.ID, newLogID())
+	if err != nil {
+		return nil, err
+	}
+	ids, err := r.db.FolderDevices(ctx, f.ID)
+	if err != nil {
+		return nil, err
+	}
+	nf := &folder{id: f.ID, fk: fk, label: f.Label, logID: logID,
+		shared: make(map[crypt.DeviceID]bool), wake: make(chan struct{})}
+	m := meta{ID: f.ID, Label: f.Label, Path: f.Path, LogID: logID, Devices: []metaDevice{}}
+	for _, s := range ids {
+		id, err := crypt.ParseDeviceID(s)
+		if err != nil {
+			r.log.Warn("encrypted folder shared with an unparsable device ID", "folder", f.ID, "device", s)
+			continue
+		}
+		d := devices[s]
+		nf.shared[id] = true
+		m.Devices = append(m.Devices, metaDevice{ID: id, Name: d.Name, Addresses: d.Addresses, Untrusted: d.Untrusted})
+	}
+	nf.meta = m.encode()
+
+	r.mu.Lock()
+	var known []byte
+	if old, ok := r.folders[f.ID]; ok {
+		known = old.meta
+	}
+	r.mu.Unlock()
+	if known == nil {
+		// First load in this process: compare with what the store holds.
+		known, err = getLimited(ctx, r.store, metaKey(fk), maxMetaSize)
+		if err != nil && !errors.Is(err, blob.ErrNotExist) {
+			return nil, fmt.Errorf("reading meta: %w", err)
+		}
+	}
+	if !bytes.Equal(known, nf.meta) {
+		if err := r.store.Put(ctx, metaKey(fk), bytes.NewReader(nf.meta), int64(len(nf.meta))); err != nil {
+			return nil, fmt.Errorf("writing meta: %w", err)
+		}
+	}
+	return nf, nil
+}
+
+// newLogID returns a random, non-zero log ID.
+func newLogID() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+// Holds reports whether folderID is an encrypted folder of this node.
+func (r *Receiver) Holds(folderID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.folders[folderID]
+	return ok
+}
+
+// lookup returns the folder if it is held and shared with peer.
+func (r *Receiver) lookup(folderID string, peer crypt.DeviceID) (*folder, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.folders[folderID]
+	if !ok {
+		return nil, fmt.Errorf("folder %q: %w", folderID, ErrNotHeld)
+	}
+	if !f.shared[peer] {
+		return nil, fmt.Errorf("folder %q, device %v: %w", folderID, peer, ErrNotShared)
+	}
+	return f, nil
+}
+
+// ClusterFolders returns this node's encrypted folders shared with peer,
+// as ClusterConfig entries (type ENCRYPTED, polynomial 0): a FolderDevice
+// for this node (index_id = log ID, max_sequence = log's highest
+// sequence, encrypted) and one per device sharing the folder
+// (max_sequence = highest counter held with that origin, 0 if none;
+// encrypted=false). Folders whose figures cannot be read are logged and
+// left out.
+func (r *Receiver) ClusterFolders(ctx context.Context, peer crypt.DeviceID) []*protocol.Folder {
+	r.mu.Lock()
+	var held []*folder
+	for _, f := range r.folders {
+		if f.shared[peer] {
+			held = append(held, f)
+		}
+	}
+	r.mu.Unlock()
+	var out []*protocol.Folder
+	for _, f := range held {
+		wf, err := r.clusterFolder(ctx, f)
+		if err != nil {
+			r.log.Error("describing encrypted folder", "folder", f.id, "err", err)
+			continue
+		}
+		out = append(out, wf)
+	}
+	sortFolders(out)
+	return out
+}
+
+// clusterFolder describes f for a ClusterConfig.
+func (r *Receiver) clusterFolder(ctx context.Context, f *folder) (*protocol.Folder, error) {
+	seq, err := r.db.ReceiverSequence(ctx, f.id)
+	if err != nil {
+		return nil, err
+	}
+	origins, err := r.db.SealedOrigins(ctx, f.id)
+	if err != nil {
+		return nil, err
+	}
+	maxCounter := make(map[crypt.DeviceID]uint64, len(origins))
+	for _, o := range origins {
+		maxCounter[crypt.DeviceID(o.Origin)] = o.MaxCounter
+	}
+	m, err := parseMeta(f.fk, f.metaCopy(r))
+	if err != nil {
+		return nil, err
+	}
+	wf := &protocol.Folder{Id: f.id, Label: m.Label, Type: protocol.FolderType_FOLDER_TYPE_ENCRYPTED}
+	wf.Devices = append(wf.Devices, &protocol.FolderDevice{
+		DeviceId: r.self[:], IndexId: f.logID, MaxSequence: seq, Encrypted: true})
+	for _, d := range m.Devices {
+		wf.Devices = append(wf.Devices, &protocol.FolderDevice{
+			DeviceId: bytes.Clone(d.ID[:]), Name: d.Name, Addresses: d.Addresses,
+			MaxSequence: int64(maxCounter[d.ID])})
+	}
+	return wf, nil
+}
+
+// metaCopy returns f's meta object, read under r.mu.
+func (f *folder) metaCopy(r *Receiver) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return f.meta
+}
+
+// Closed forgets the connection p and waits for its ingesters and log
+// senders to end (they end with the connection's context anyway).
+func (r *Receiver) Closed(p Peer) {
+	r.mu.Lock()
+	var stop []*link
+	for k, l := range r.links {
+		if k.peer == p {
+			stop = append(stop, l)
+			delete(r.links, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range stop {
+		l.stop()
+	}
+}
+
+// Status is a folder's storage figures.
+type Status struct {
+	Records         int64   // sealed records held (all versions)
+	Files           int64   // distinct file keys
+	Chunks          int64   // distinct sealed chunks stored
+	StoredBytes     int64   // bytes of sealed chunks stored
+	ReferencedBytes int64   // bytes the records reference, counting every reference (before dedup)
+	DedupRatio      float64 // ReferencedBytes / StoredBytes (0 when nothing stored)
+	LogSequence     int64
+	Origins         []OriginStatus // per device that sealed records
+}
+
+// OriginStatus is what a folder holds from one device that sealed records.
+type OriginStatus struct {
+	Device     crypt.DeviceID
+	MaxCounter uint64
+	LastStored time.Time
+}
+
+// Status reports a folder's storage figures, or ErrNotHeld.
+func (r *Receiver) Status(ctx context.Context, folderID string) (Status, error) {
+	if !r.Holds(folderID) {
+		return Status{}, fmt.Errorf("folder %q: %w", folderID, ErrNotHeld)
+	}
+	s, err := r.db.ReceiverStats(ctx, folderID)
+	if err != nil {
+		return Status{}, err
+	}
+	origins, err := r.db.SealedOrigins(ctx, folderID)
+	if err != nil {
+		return Status{}, err
+	}
+	out := Status{Records: s.Records, Files: s.Files, Chunks: s.Chunks, StoredBytes: s.StoredBytes,
+		ReferencedBytes: s.ReferencedBytes, LogSequence: s.LogSequence}
+	if s.StoredBytes > 0 {
+		out.DedupRatio = float64(s.ReferencedBytes) / float64(s.StoredBytes)
+	}
+	for _, o := range origins {
+		out.Origins = append(out.Origins, OriginStatus{Device: crypt.DeviceID(o.Origin), MaxCounter: o.MaxCounter, LastStored: o.LastStored})
+	}
+	return out, nil
+}
