@@ -197,7 +197,11 @@ func (r *Receiver) load(ctx context.Context, f db.Folder, devices map[string]db.
 	}
 	r.mu.Unlock()
 	if known == nil {
-		// First load in this process: compare with what the store holds.
+		// First load in this process: take back records whose commit the
+		// database lost, and compare the meta with what the store holds.
+		if err := r.replayTail(ctx, f.ID, fk); err != nil {
+			return nil, err
+		}
 		known, err = getLimited(ctx, r.store, metaKey(fk), maxMetaSize)
 		if err != nil && !errors.Is(err, blob.ErrNotExist) {
 			return nil, fmt.Errorf("reading meta: %w", err)
