@@ -1,6 +1,7 @@
 // Package db is a node's SQLite database (lockstep.db in its home): the
 // schema, its migrations and typed queries for settings, devices, folders,
-// their shares, pending offers and file records.
+// their shares, pending offers, file records, and on a receiver the sealed
+// records, chunk list, log ID and envelope of each encrypted folder.
 //
 // Invariants:
 //
