@@ -57,7 +57,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newInit(g), newID(g), newServe(g),
 		newDevice(g), newPending(g), newStatus(g),
-		newFolder(g), newScan(g),
+		newFolder(g), newScan(g), newRecover(g),
 	)
 	return root
 }

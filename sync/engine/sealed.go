@@ -354,6 +354,9 @@ func (f *folder) sealedIndexFrom(ctx context.Context, peer crypt.DeviceID, idx *
 // key with the header's counter as sequence, and list exactly the chunk
 // IDs of its blocks. The record's Sequence is the origin's.
 func OpenSealed(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, error) {
+	if len(sr.GetFileKey()) != len(crypt.FileKey{}) || len(sr.GetOrigin()) != len(crypt.DeviceID{}) {
+		return index.Record{}, errors.New("record header has a file key or origin of the wrong size")
+	}
 	h := crypt.RecordHeader{Folder: folderID, File: crypt.FileKey(sr.GetFileKey()), Origin: crypt.DeviceID(sr.GetOrigin()), Counter: sr.GetCounter()}
 	payload, err := keys.OpenRecord(h, sr.GetSealed())
 	if err != nil {

@@ -67,6 +67,10 @@ func TestOpenSealed(t *testing.T) {
 	otherChunks.Chunks[0] = bytes.Repeat([]byte{1}, 32)
 	noChunks := proto.Clone(good).(*protocol.SealedRecord)
 	noChunks.Chunks = nil
+	shortKey := proto.Clone(good).(*protocol.SealedRecord)
+	shortKey.FileKey = shortKey.FileKey[:5]
+	shortOrigin := proto.Clone(good).(*protocol.SealedRecord)
+	shortOrigin.Origin = nil
 	cases := map[string]struct {
 		keys   *crypt.Keys
 		folder string
@@ -80,6 +84,8 @@ func TestOpenSealed(t *testing.T) {
 		"origin changed":               {keys, "f", otherOrigin},
 		"chunk list swapped":           {keys, "f", otherChunks},
 		"chunk list dropped":           {keys, "f", noChunks},
+		"short file key":               {keys, "f", shortKey},
+		"no origin":                    {keys, "f", shortOrigin},
 		"filed under another name":     {keys, "f", sealFor(t, keys, "f", r, "other", uint64(r.Sequence))},
 		"counter is not its sequence":  {keys, "f", sealFor(t, keys, "f", r, r.Name, uint64(r.Sequence)+1)},
 		"hostile name inside a record": {keys, "f", sealFor(t, keys, "f", index.Record{Name: "../x", Version: r.Version, Sequence: 1}, "../x", 1)},

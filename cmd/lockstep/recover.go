@@ -1,0 +1,168 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"lockstep/crypt"
+	"lockstep/node"
+	"lockstep/storage/home"
+	"lockstep/sync/connections"
+	"lockstep/sync/restore"
+)
+
+func newRecover(g *globals) *cobra.Command {
+	var from, device, folder, passwordFile, to string
+	c := &cobra.Command{
+		Use:   "recover --from tcp://HOST:PORT --device RECEIVER_ID --folder ID --password-file F --to DIR",
+		Short: "Rebuild a folder from an untrusted receiver alone, verifying everything",
+		Long: "Fetch the current state of an encrypted folder from a receiver and write it to DIR " +
+			"(created; it must be empty if it exists). Needs only this device's identity (created if missing) " +
+			"and the folder password; the receiver must have accepted this device and shared the folder with it. " +
+			"No daemon needs to run.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			addr, err := connections.ParseAddress(from)
+			if err != nil {
+				return fmt.Errorf("--from: %w", err)
+			}
+			recv, err := crypt.ParseDeviceID(device)
+			if err != nil {
+				return fmt.Errorf("--device: %w", err)
+			}
+			pw, err := readPassword(passwordFile)
+			if err != nil {
+				return err
+			}
+			target, err := filepath.Abs(to)
+			if err != nil {
+				return fmt.Errorf("--to: %w", err)
+			}
+			id, err := loadOrInitIdentity(g)
+			if err != nil {
+				return err
+			}
+			stderr := c.ErrOrStderr()
+			pp := newProgressPrinter(stderr, folder)
+			res, err := restore.Recover(c.Context(), restore.Options{
+				Identity: id,
+				Address:  addr,
+				Receiver: recv,
+				Folder:   folder,
+				Password: []byte(pw),
+				To:       target,
+				Progress: pp.print,
+				Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+				Version:  node.Version,
+			})
+			pp.end()
+			if err != nil && !errors.Is(err, restore.ErrDamaged) {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "recovered %d files (%s) of folder %s into %s\n", res.Files, mib(res.Bytes), folder, target)
+			return err
+		},
+	}
+	c.Flags().StringVar(&from, "from", "", "the receiver's address, tcp://HOST:PORT")
+	c.Flags().StringVar(&device, "device", "", "the receiver's device ID")
+	c.Flags().StringVar(&folder, "folder", "", "the folder ID")
+	c.Flags().StringVar(&passwordFile, "password-file", "", "file holding the folder password (first line)")
+	c.Flags().StringVar(&to, "to", "", "directory to write the folder into (created; must be empty)")
+	for _, name := range []string{"from", "device", "folder", "password-file", "to"} {
+		_ = c.MarkFlagRequired(name)
+	}
+	return c
+}
+
+// loadOrInitIdentity loads the home's identity, initialising the home as
+// 'lockstep init' does when it has none.
+func loadOrInitIdentity(g *globals) (*crypt.Identity, error) {
+	dir, err := home.Resolve(g.home)
+	if err != nil {
+		return nil, err
+	}
+	id, err := crypt.LoadIdentity(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := node.Init(dir, ""); err != nil {
+			return nil, err
+		}
+		id, err = crypt.LoadIdentity(dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("identity in %s: %w", dir, err)
+	}
+	return id, nil
+}
+
+// progressPrinter shows recovery progress on stderr: one line redrawn in
+// place on a terminal, else a line at most every 2 s.
+type progressPrinter struct {
+	w        io.Writer
+	folder   string
+	terminal bool
+	last     time.Time
+	drawn    bool // a terminal line is open
+	final    restore.Progress
+	shown    restore.Progress // the last state printed
+}
+
+func newProgressPrinter(w io.Writer, folder string) *progressPrinter {
+	terminal := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			terminal = true
+		}
+	}
+	return &progressPrinter{w: w, folder: folder, terminal: terminal}
+}
+
+// print shows p; restore calls it at most every ~200 ms and once at the end.
+func (pp *progressPrinter) print(p restore.Progress) {
+	pp.final = p
+	line := pp.line(p)
+	if pp.terminal {
+		fmt.Fprintf(pp.w, "\r%s\x1b[K", line)
+		pp.drawn = true
+		return
+	}
+	if time.Since(pp.last) >= 2*time.Second {
+		pp.last, pp.shown = time.Now(), p
+		fmt.Fprintln(pp.w, line)
+	}
+}
+
+// end finishes the progress output: ends the terminal line, or prints the
+// final state if the last line printed was older.
+func (pp *progressPrinter) end() {
+	switch {
+	case pp.drawn:
+		fmt.Fprintln(pp.w)
+	case !pp.terminal && pp.final != pp.shown:
+		fmt.Fprintln(pp.w, pp.line(pp.final))
+	}
+}
+
+func (pp *progressPrinter) line(p restore.Progress) string {
+	pct := 100
+	switch {
+	case p.BytesTotal > 0:
+		pct = int(p.Bytes * 100 / p.BytesTotal)
+	case p.FilesTotal > 0:
+		pct = p.Files * 100 / p.FilesTotal
+	}
+	return fmt.Sprintf("recovering %s: %d/%d files, %.1f/%.1f MiB (%d%%)", pp.folder, p.Files, p.FilesTotal,
+		float64(p.Bytes)/(1<<20), float64(p.BytesTotal)/(1<<20), pct)
+}
+
+// mib formats n bytes in MiB with one decimal.
+func mib(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

@@ -1,0 +1,33 @@
+// Package restore rebuilds an encrypted folder from an untrusted receiver
+// alone: the device that runs it needs nothing but its own identity and the
+// folder's password. It is the library behind `lockstep recover`.
+//
+// Recover dials the receiver (TLS pinned to the receiver's device ID),
+// announces the folder with nothing held, so that the receiver sends its
+// whole record log, fetches and opens the folder key envelope, opens and
+// checks every sealed record, keeps the winning version of each name, and
+// writes the winners' tree into an empty target directory, fetching and
+// checking every chunk.
+//
+// Invariants:
+//   - Nothing is written to disk before the password has opened the folder
+//     key: a wrong password leaves no target directory behind.
+//   - Every write goes through fsys.Root on the target, so no name from
+//     the receiver reaches outside it and no write follows a symlink.
+//     Names are checked again (fsys.ValidName) before they are planned.
+//   - A file is written only if every one of its chunks opened under the
+//     folder key and its plaintext matches the record's block hash and
+//     size. A file that fails is not left on disk (its temporary file is
+//     removed) and is listed in Result.Damaged; records that fail to open
+//     are counted in Result.DamagedRecords. Recover then returns an error
+//     wrapping ErrDamaged, after writing everything else.
+//   - Files appear under their final names only once complete: each is
+//     built in a temporary file, fsynced, given its mode and mtime, and
+//     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
+//     recovery.
+//   - At most MaxChunksInFlight chunk requests are outstanding at once.
+//     SealedIndex messages are acknowledged as they are processed, so the
+//     receiver's flow control keeps the log's memory use bounded per
+//     message; the winners of all names are kept in memory.
+//   - Every goroutine Recover starts has ended when it returns.
+package restore

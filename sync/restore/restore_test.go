@@ -1,0 +1,376 @@
+package restore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+func TestRecoverWrongPassword(t *testing.T) {
+	s := newSealer(t)
+	s.addTreeVersion(makeTree(t), originB, 1, vec(1, originB))
+	tr := newTestReceiver(t, s)
+	tr.start()
+	opts := tr.options(t)
+	opts.Password = []byte("correct horse battery stapler")
+	_, err := Recover(recoverCtx(t), opts)
+	if !errors.Is(err, ErrWrongPassword) || !errors.Is(err, crypt.ErrWrongPassword) {
+		t.Fatalf("err = %v, want ErrWrongPassword", err)
+	}
+	if _, err := os.Lstat(opts.To); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("target after a wrong password: %v", err)
+	}
+	if tr.requests != 0 {
+		t.Errorf("%d chunks requested with a wrong password", tr.requests)
+	}
+}
+
+func TestRecoverRefusals(t *testing.T) {
+	s := newSealer(t)
+	s.addTreeVersion(makeTree(t), originB, 1, vec(1, originB))
+	for _, tc := range []struct {
+		name  string
+		setup func(*testReceiver)
+		want  error
+	}{
+		{"folder not offered", func(tr *testReceiver) { tr.shared = false }, ErrNotShared},
+		{"device refused", func(tr *testReceiver) { tr.refuse = true }, ErrNotShared},
+		{"no envelope", func(tr *testReceiver) { tr.envelope = nil }, ErrNoKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTestReceiver(t, s)
+			tc.setup(tr)
+			tr.start()
+			opts := tr.options(t)
+			_, err := Recover(recoverCtx(t), opts)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if _, err := os.Lstat(opts.To); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("target after a refusal: %v", err)
+			}
+		})
+	}
+}
+
+func TestRecoverWrongReceiver(t *testing.T) {
+	s := newSealer(t)
+	tr := newTestReceiver(t, s)
+	tr.start()
+	opts := tr.options(t)
+	opts.Receiver = newIdentity(t, "other").ID
+	_, err := Recover(recoverCtx(t), opts)
+	if err == nil || errors.Is(err, ErrNotShared) {
+		t.Fatalf("err = %v, want a wrong-device error", err)
+	}
+	if tr.peerCC != nil {
+		t.Error("talked to a receiver with another device ID")
+	}
+}
+
+func TestRecoverTarget(t *testing.T) {
+	s := newSealer(t)
+	s.add(index.Record{Name: "a.txt", Mode: 0o644, ModTime: 1, Size: 1, Blocks: s.content([]byte("a")), Version: vec(1, originA)}, originA, 1)
+	tr := newTestReceiver(t, s)
+	tr.start()
+
+	t.Run("not empty", func(t *testing.T) {
+		opts := tr.options(t)
+		if err := os.MkdirAll(opts.To, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		keep := filepath.Join(opts.To, "mine")
+		if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Recover(recoverCtx(t), opts); !errors.Is(err, ErrTargetNotEmpty) {
+			t.Fatalf("err = %v, want ErrTargetNotEmpty", err)
+		}
+		if b, err := os.ReadFile(keep); err != nil || string(b) != "mine" {
+			t.Errorf("existing file: %q, %v", b, err)
+		}
+		if entries, _ := os.ReadDir(opts.To); len(entries) != 1 {
+			t.Errorf("target holds %d entries", len(entries))
+		}
+	})
+	t.Run("a file", func(t *testing.T) {
+		opts := tr.options(t)
+		if err := os.WriteFile(opts.To, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Recover(recoverCtx(t), opts); !errors.Is(err, ErrTargetNotEmpty) {
+			t.Fatalf("err = %v, want ErrTargetNotEmpty", err)
+		}
+	})
+	t.Run("empty dir", func(t *testing.T) {
+		opts := tr.options(t)
+		if err := os.MkdirAll(opts.To, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Recover(recoverCtx(t), opts)
+		if err != nil || res.Files != 1 {
+			t.Fatalf("Recover = %+v, %v", res, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(opts.To, "a.txt")); err != nil || string(b) != "a" {
+			t.Errorf("a.txt: %q, %v", b, err)
+		}
+	})
+}
+
+func TestRecoverDamagedChunk(t *testing.T) {
+	src := makeTree(t)
+	for _, tc := range []struct {
+		name   string
+		damage func(s *sealer, chunks map[crypt.ChunkID][]byte)
+	}{
+		{"flipped bit", func(s *sealer, chunks map[crypt.ChunkID][]byte) {
+			id := s.ids["hello.txt"][0]
+			body := bytes.Clone(chunks[id])
+			body[len(body)/2] ^= 0x10
+			chunks[id] = body
+		}},
+		{"swapped", func(s *sealer, chunks map[crypt.ChunkID][]byte) {
+			chunks[s.ids["hello.txt"][0]] = chunks[s.ids["docs/readme.md"][0]]
+		}},
+		{"missing", func(s *sealer, chunks map[crypt.ChunkID][]byte) {
+			delete(chunks, s.ids["hello.txt"][0])
+		}},
+		{"truncated", func(s *sealer, chunks map[crypt.ChunkID][]byte) {
+			id := s.ids["hello.txt"][0]
+			chunks[id] = chunks[id][:len(chunks[id])-1]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSealer(t)
+			s.addTreeVersion(src, originB, 1, vec(1, originB))
+			tr := newTestReceiver(t, s)
+			tr.chunks = maps(s.chunks)
+			tc.damage(s, tr.chunks)
+			tr.start()
+			opts := tr.options(t)
+			res, err := Recover(recoverCtx(t), opts)
+			if !errors.Is(err, ErrDamaged) {
+				t.Fatalf("err = %v, want ErrDamaged", err)
+			}
+			if !slices.Equal(res.Damaged, []string{"hello.txt"}) || res.Files != 6 || res.DamagedRecords != 0 {
+				t.Errorf("result %+v", res)
+			}
+			compareTrees(t, src, opts.To, "hello.txt")
+		})
+	}
+}
+
+func TestRecoverDamagedRecord(t *testing.T) {
+	src := makeTree(t)
+	for _, tc := range []struct {
+		name   string
+		damage func(s *sealer, i int)
+	}{
+		{"flipped bit", func(s *sealer, i int) { s.log[i].Sealed[len(s.log[i].Sealed)/2] ^= 1 }},
+		{"other counter", func(s *sealer, i int) { s.log[i].Counter++ }},
+		{"other origin", func(s *sealer, i int) { s.log[i].Origin = originC[:] }},
+		{"other file key", func(s *sealer, i int) {
+			fk := s.keys.FileKey("docs/other.md")
+			s.log[i].FileKey = fk[:]
+		}},
+		{"chunk list", func(s *sealer, i int) { s.log[i].Chunks = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSealer(t)
+			s.addTreeVersion(src, originB, 1, vec(1, originB))
+			fk := s.keys.FileKey("docs/readme.md")
+			i := slices.IndexFunc(s.log, func(sr *protocol.SealedRecord) bool { return bytes.Equal(sr.GetFileKey(), fk[:]) })
+			tc.damage(s, i)
+			tr := newTestReceiver(t, s)
+			tr.start()
+			opts := tr.options(t)
+			res, err := Recover(recoverCtx(t), opts)
+			if !errors.Is(err, ErrDamaged) {
+				t.Fatalf("err = %v, want ErrDamaged", err)
+			}
+			if res.DamagedRecords != 1 || len(res.Damaged) != 0 || res.Files != 6 {
+				t.Errorf("result %+v", res)
+			}
+			compareTrees(t, src, opts.To, "docs/readme.md")
+		})
+	}
+}
+
+func TestRecoverHostileNames(t *testing.T) {
+	s := newSealer(t)
+	content := s.content([]byte("planted\n"))
+	hostile := []string{"../escape.txt", "sub/../../escape2.txt", "/abs.txt", ".lockstep/x", ".lockstep-tmp-x", "sub//x", "./x", "cafe\u0301.txt"}
+	counter := uint64(1)
+	for _, name := range hostile {
+		s.add(index.Record{Name: name, Mode: 0o644, ModTime: 1, Size: 8, Blocks: content, Version: vec(1, originA)}, originA, counter)
+		counter++
+	}
+	s.add(index.Record{Name: "ok.txt", Mode: 0o644, ModTime: 1, Size: 8, Blocks: content, Version: vec(1, originA)}, originA, counter)
+	s.add(index.Record{Name: "out", Type: index.Symlink, Target: "../outside", ModTime: 1, Version: vec(1, originA)}, originA, counter+1)
+	s.add(index.Record{Name: "out/planted.txt", Mode: 0o644, ModTime: 1, Size: 8, Blocks: content, Version: vec(1, originA)}, originA, counter+2)
+	s.add(index.Record{Name: "out/deeper/planted.txt", Mode: 0o644, ModTime: 1, Size: 8, Blocks: content, Version: vec(1, originA)}, originA, counter+3)
+	tr := newTestReceiver(t, s)
+	tr.start()
+	opts := tr.options(t)
+	base := filepath.Dir(opts.To)
+	outside := filepath.Join(base, "outside")
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := Recover(recoverCtx(t), opts)
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("err = %v, want ErrDamaged", err)
+	}
+	if res.DamagedRecords != len(hostile) || !slices.Equal(res.Damaged, []string{"out/deeper/planted.txt", "out/planted.txt"}) || res.Files != 1 || res.Symlinks != 1 {
+		t.Errorf("result %+v", res)
+	}
+	for dir, allowed := range map[string][]string{base: {"restored", "outside"}, outside: nil} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !slices.Contains(allowed, e.Name()) {
+				t.Errorf("%s appeared in %s", e.Name(), dir)
+			}
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(base), "escape.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("escape.txt outside the target: %v", err)
+	}
+	got, err := os.ReadDir(opts.To)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range got {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"ok.txt", "out"}) {
+		t.Errorf("target holds %v", names)
+	}
+}
+
+func TestRecoverLogWindow(t *testing.T) {
+	// Message counts around the receiver's window: the receiver sends the
+	// next message only after acks.
+	for _, n := range []int{0, 1, sendWindow - 1, sendWindow, sendWindow + 1, 3 * sendWindow} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := newSealer(t)
+			for i := range n {
+				data := []byte(fmt.Sprintf("file %d\n", i))
+				s.add(index.Record{Name: fmt.Sprintf("f%02d", i), Mode: 0o644, ModTime: int64(i), Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
+			}
+			tr := newTestReceiver(t, s)
+			tr.batch = 1
+			tr.start()
+			opts := tr.options(t)
+			res, err := Recover(recoverCtx(t), opts)
+			if err != nil || res.Files != n {
+				t.Fatalf("Recover = %+v, %v", res, err)
+			}
+			entries, err := os.ReadDir(opts.To)
+			if err != nil || len(entries) != n {
+				t.Fatalf("target holds %d entries (%v), want %d", len(entries), err, n)
+			}
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			if tr.acked != int64(n) || tr.maxUnacked > sendWindow || n > sendWindow && tr.maxUnacked < 1 {
+				t.Errorf("acked %d of %d, at most %d unacknowledged", tr.acked, n, tr.maxUnacked)
+			}
+		})
+	}
+}
+
+func TestRecoverStopsAtAnnouncedSequence(t *testing.T) {
+	// The log grows after the receiver's ClusterConfig: records past the
+	// announced sequence are not waited for, but used when they come in
+	// the same message.
+	const total = 6
+	for _, tc := range []struct {
+		announce int64
+		batch    int
+		want     int
+	}{
+		{total - 2, 1, total - 2},
+		{total - 1, 1, total - 1},
+		{total, 1, total},
+		{total - 1, total, total},
+	} {
+		t.Run(fmt.Sprintf("%d-of-%d-by-%d", tc.announce, total, tc.batch), func(t *testing.T) {
+			s := newSealer(t)
+			for i := range total {
+				s.add(index.Record{Name: fmt.Sprintf("d%d", i), Type: index.Dir, Mode: 0o755, ModTime: 1, Version: vec(1, originA)}, originA, uint64(i+1))
+			}
+			tr := newTestReceiver(t, s)
+			tr.announce, tr.batch = tc.announce, tc.batch
+			tr.start()
+			opts := tr.options(t)
+			res, err := Recover(recoverCtx(t), opts)
+			if err != nil || res.Dirs != tc.want {
+				t.Fatalf("Recover = %+v, %v; want %d dirs", res, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecoverChunksInFlight(t *testing.T) {
+	s := newSealer(t)
+	const files = 3 * MaxChunksInFlight
+	for i := range files {
+		data := []byte(fmt.Sprintf("small file %d\n", i))
+		s.add(index.Record{Name: fmt.Sprintf("f%03d", i), Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
+	}
+	tr := newTestReceiver(t, s)
+	tr.delay = 20 * time.Millisecond
+	tr.start()
+	res, err := Recover(recoverCtx(t), tr.options(t))
+	if err != nil || res.Files != files {
+		t.Fatalf("Recover = %+v, %v", res, err)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.maxActive > MaxChunksInFlight || tr.maxActive < 2 {
+		t.Errorf("%d chunk requests in flight at most, want 2..%d", tr.maxActive, MaxChunksInFlight)
+	}
+}
+
+// maps returns a copy of m.
+func maps(m map[crypt.ChunkID][]byte) map[crypt.ChunkID][]byte {
+	out := make(map[crypt.ChunkID][]byte, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func TestRecoverBlockSizeMismatch(t *testing.T) {
+	// A record sealed by a key holder whose block claims more bytes than
+	// its chunk holds: the chunk opens, but the file is not written.
+	s := newSealer(t)
+	blocks := s.content([]byte("abcde"))
+	blocks[0].Size = 6
+	s.add(index.Record{Name: "lie.txt", Mode: 0o644, ModTime: 1, Size: 6, Blocks: blocks, Version: vec(1, originA)}, originA, 1)
+	s.add(index.Record{Name: "true.txt", Mode: 0o644, ModTime: 1, Size: 5, Blocks: s.content([]byte("abcde")), Version: vec(1, originA)}, originA, 2)
+	tr := newTestReceiver(t, s)
+	tr.start()
+	opts := tr.options(t)
+	res, err := Recover(recoverCtx(t), opts)
+	if !errors.Is(err, ErrDamaged) || !slices.Equal(res.Damaged, []string{"lie.txt"}) || res.Files != 1 {
+		t.Fatalf("Recover = %+v, %v", res, err)
+	}
+	if _, err := os.Lstat(filepath.Join(opts.To, "lie.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lie.txt: %v", err)
+	}
+}

@@ -1,0 +1,265 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"lockstep/chunk"
+	"lockstep/crypt"
+	"lockstep/sync/fsys"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+// MaxChunksInFlight bounds the chunk requests outstanding at once, over
+// all files being written.
+const MaxChunksInFlight = 32
+
+// fileWorkers is how many files are written at once.
+const fileWorkers = MaxChunksInFlight
+
+// progressInterval is the least time between two Progress calls.
+const progressInterval = 200 * time.Millisecond
+
+// chunkSource gives the verified plaintext of a file's block. An error
+// wrapping ErrDamaged means the block cannot be had (it failed
+// verification or is missing): the file is not written, the recovery goes
+// on. Any other error ends the recovery.
+type chunkSource interface {
+	Chunk(ctx context.Context, b index.Block) ([]byte, error)
+}
+
+// sealedSource fetches sealed chunks from the receiver and opens them.
+type sealedSource struct {
+	conn   *protocol.Conn
+	keys   *crypt.Keys
+	folder string
+}
+
+// Chunk requests b's sealed chunk, opens it and checks its hash and size.
+func (s *sealedSource) Chunk(ctx context.Context, b index.Block) ([]byte, error) {
+	id := s.keys.ChunkID(b.Hash)
+	body, err := s.conn.Request(ctx, &protocol.Request{
+		Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: s.folder, ChunkId: id[:], Size: uint32(crypt.MaxSealedChunkSize),
+	})
+	switch {
+	case errors.Is(err, protocol.ErrNoSuchFile), errors.Is(err, protocol.ErrInvalidFile),
+		errors.Is(err, protocol.ErrRequestFailed), errors.Is(err, protocol.ErrMalformed):
+		return nil, fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
+	case err != nil:
+		return nil, err
+	}
+	plain, err := s.keys.OpenChunk(id, body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
+	}
+	if len(plain) != int(b.Size) || chunk.HashOf(plain) != b.Hash {
+		return nil, fmt.Errorf("%w: chunk %s does not match its block", ErrDamaged, id)
+	}
+	return plain, nil
+}
+
+// writer writes a plan into a folder.
+type writer struct {
+	fs    fsys.FS
+	src   chunkSource
+	log   *slog.Logger
+	slots chan struct{} // chunk requests in flight
+	prog  progress
+
+	mu  sync.Mutex
+	res Result
+}
+
+func newWriter(dst fsys.FS, src chunkSource, log *slog.Logger, fn func(Progress)) *writer {
+	return &writer{fs: dst, src: src, log: log, slots: make(chan struct{}, MaxChunksInFlight), prog: progress{fn: fn}}
+}
+
+// write creates p's directories, then its files and symlinks, then sets
+// the directories' modes and times, and ends with one durability barrier.
+func (w *writer) write(ctx context.Context, p *plan) (Result, error) {
+	w.prog.p = Progress{FilesTotal: len(p.files) + len(p.symlinks), BytesTotal: p.bytes}
+	w.res.Damaged = append(w.res.Damaged, p.unplaceable...)
+	err := w.writeAll(ctx, p)
+	w.prog.finish()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	slices.Sort(w.res.Damaged)
+	return w.res, err
+}
+
+func (w *writer) writeAll(ctx context.Context, p *plan) error {
+	for _, d := range p.dirs {
+		// Owner-writable until the files are in; the recorded mode is set
+		// at the end.
+		if err := w.fs.MkdirAll(d.Name, 0o755); err != nil {
+			return fmt.Errorf("creating directory: %w", err)
+		}
+		w.res.Dirs++
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fileWorkers)
+	for _, r := range p.files {
+		g.Go(func() error { return w.writeFile(gctx, r) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, r := range p.symlinks {
+		if err := w.writeSymlink(r); err != nil {
+			return err
+		}
+	}
+	// Children before parents: setting a child's time changes nothing of
+	// its parent's, but creating entries did.
+	for _, d := range slices.Backward(p.dirs) {
+		if d.Version == nil {
+			continue // a parent without a record of its own
+		}
+		if err := w.fs.Chmod(d.Name, fs.FileMode(d.Mode)); err != nil {
+			return fmt.Errorf("setting directory mode: %w", err)
+		}
+		if err := w.fs.Chtimes(d.Name, time.Unix(0, d.ModTime)); err != nil {
+			return fmt.Errorf("setting directory time: %w", err)
+		}
+	}
+	if err := w.fs.Sync(); err != nil {
+		return fmt.Errorf("syncing target: %w", err)
+	}
+	return nil
+}
+
+// writeFile builds r in a temporary file beside its name, fetching its
+// blocks in parallel, then fsyncs it, sets its mode and time and renames
+// it into place. A damaged block leaves nothing behind and lists r.
+func (w *writer) writeFile(ctx context.Context, r index.Record) (err error) {
+	f, tmp, err := w.fs.CreateTemp(r.Name)
+	if err != nil {
+		return fmt.Errorf("creating temporary file for %q: %w", r.Name, err)
+	}
+	closed := false
+	defer func() {
+		if err == nil {
+			return
+		}
+		if !closed {
+			f.Close()
+		}
+		if rerr := w.fs.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			w.log.Warn("removing temporary file", "name", tmp, "err", rerr)
+		}
+		if errors.Is(err, ErrDamaged) {
+			w.log.Warn("a file failed verification; not restored", "name", r.Name, "err", err)
+			w.mu.Lock()
+			w.res.Damaged = append(w.res.Damaged, r.Name)
+			w.mu.Unlock()
+			w.prog.add(1, 0)
+			err = nil
+		}
+	}()
+
+	if err := w.fetchInto(ctx, f, r.Blocks); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("writing %q: %w", r.Name, err)
+	}
+	closed = true
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %q: %w", r.Name, err)
+	}
+	if err := w.fs.Chmod(tmp, fs.FileMode(r.Mode)); err != nil {
+		return fmt.Errorf("setting mode of %q: %w", r.Name, err)
+	}
+	if err := w.fs.Chtimes(tmp, time.Unix(0, r.ModTime)); err != nil {
+		return fmt.Errorf("setting time of %q: %w", r.Name, err)
+	}
+	if err := w.fs.Rename(tmp, r.Name); err != nil {
+		return fmt.Errorf("renaming %q into place: %w", r.Name, err)
+	}
+	w.mu.Lock()
+	w.res.Files++
+	w.res.Bytes += r.Size
+	w.mu.Unlock()
+	w.prog.add(1, 0)
+	return nil
+}
+
+// fetchInto fetches blocks and writes each at its offset of f, with as
+// many requests in flight as free slots allow.
+func (w *writer) fetchInto(ctx context.Context, f fsys.File, blocks []index.Block) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, b := range blocks {
+		select {
+		case w.slots <- struct{}{}:
+		case <-gctx.Done():
+			return errors.Join(g.Wait(), ctx.Err())
+		}
+		g.Go(func() error {
+			data, err := w.src.Chunk(gctx, b)
+			<-w.slots
+			if err != nil {
+				return err
+			}
+			if _, err := f.WriteAt(data, b.Offset); err != nil {
+				return fmt.Errorf("writing %q: %w", f.Name(), err)
+			}
+			w.prog.add(0, int64(b.Size))
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// writeSymlink creates r's link and sets its time where the system can.
+func (w *writer) writeSymlink(r index.Record) error {
+	if err := w.fs.Symlink(r.Target, r.Name); err != nil {
+		return fmt.Errorf("creating symlink: %w", err)
+	}
+	if err := w.fs.Chtimes(r.Name, time.Unix(0, r.ModTime)); err != nil {
+		return fmt.Errorf("setting time of symlink: %w", err)
+	}
+	w.mu.Lock()
+	w.res.Symlinks++
+	w.mu.Unlock()
+	w.prog.add(1, 0)
+	return nil
+}
+
+// progress throttles Progress calls.
+type progress struct {
+	fn   func(Progress)
+	mu   sync.Mutex
+	p    Progress
+	last time.Time
+}
+
+// add counts files and bytes done and reports, unless it reported less
+// than progressInterval ago.
+func (p *progress) add(files int, bytes int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.p.Files += files
+	p.p.Bytes += bytes
+	if p.fn != nil && time.Since(p.last) >= progressInterval {
+		p.last = time.Now()
+		p.fn(p.p)
+	}
+}
+
+// finish reports the final state.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fn != nil {
+		p.fn(p.p)
+	}
+}
