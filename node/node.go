@@ -101,6 +101,11 @@ func Run(parent context.Context, opts Options) error {
 		return err
 	}
 	recv := receiver.New(id.ID, database, store, log)
+	// Loaded before the node says it is ready, so its status is complete
+	// from the first request.
+	if err := recv.Reload(ctx); err != nil {
+		log.Warn("loading encrypted folders", "err", err)
+	}
 
 	folderRoot := opts.FolderRoot
 	if folderRoot == "" {

@@ -421,7 +421,7 @@ func TestReceiverRebuildFromBucket(t *testing.T) {
 	r = startNodeIn(t, "r", r.home, s3flags...)
 	after := r.encFolder("docs").Receiver
 	if after == nil || after.Records != before.Records || after.Chunks != before.Chunks || after.LogSequence != before.LogSequence || after.StoredBytes != before.StoredBytes {
-		t.Fatalf("rebuilt receiver holds %+v, before %+v", after, before)
+		t.Fatalf("rebuilt receiver holds %+v (status %+v), before %+v", after, r.encFolder("docs"), before)
 	}
 	// a reconnects without a rollback error, and backs up a new file.
 	writeFile(t, filepath.Join(dir, "new"), []byte("after the rebuild"), 0o644)
