@@ -57,8 +57,10 @@ func (e *Engine) ShareEncrypted(ctx context.Context, folderID string, dev crypt.
 	if err != nil {
 		return err
 	}
+	var key crypt.FolderKey
+	opened := false
 	if env == nil {
-		key := local
+		key = local
 		if !hasLocal {
 			if key, err = crypt.NewFolderKey(); err != nil {
 				return err
@@ -71,13 +73,17 @@ func (e *Engine) ShareEncrypted(ctx context.Context, folderID string, dev crypt.
 		if env, err = putEnvelope(ctx, pc, folderID, mine, nil); err != nil {
 			return err
 		}
+		// Ours went in, so its key is known; else another device won the
+		// race and its envelope is opened below.
+		opened = bytes.Equal(env, mine)
 	}
-	key, err := crypt.OpenEnvelope(env, password)
-	if err != nil {
-		if errors.Is(err, crypt.ErrWrongPassword) {
-			return fmt.Errorf("folder %s on receiver %s: %w (the folder already has a key there)", folderID, dev.Short(), err)
+	if !opened {
+		if key, err = crypt.OpenEnvelope(env, password); err != nil {
+			if errors.Is(err, crypt.ErrWrongPassword) {
+				return fmt.Errorf("folder %s on receiver %s: %w (the folder already has a key there)", folderID, dev.Short(), err)
+			}
+			return fmt.Errorf("opening the folder's envelope from receiver %s: %w", dev.Short(), err)
 		}
-		return fmt.Errorf("opening the folder's envelope from receiver %s: %w", dev.Short(), err)
 	}
 	if hasLocal && key != local {
 		return fmt.Errorf("folder %s on receiver %s: %w", folderID, dev.Short(), ErrKeyMismatch)

@@ -75,8 +75,16 @@ type writer struct {
 	slots chan struct{} // chunk requests in flight
 	prog  progress
 
-	mu  sync.Mutex
-	res Result
+	mu      sync.Mutex
+	res     Result
+	renames []rename // written files waiting for the barrier
+}
+
+// rename is a finished temporary file and the name it goes to.
+type rename struct {
+	tmp  string
+	name string
+	size int64
 }
 
 func newWriter(dst fsys.FS, src chunkSource, log *slog.Logger, fn func(Progress)) *writer {
@@ -110,7 +118,28 @@ func (w *writer) writeAll(ctx context.Context, p *plan) error {
 	for _, r := range p.files {
 		g.Go(func() error { return w.writeFile(gctx, r) })
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	if err == nil {
+		// One barrier for every file's data, then the renames: an fsync
+		// per file costs milliseconds each, and no name ever holds a
+		// partial file.
+		err = w.fs.Sync()
+	}
+	for i, rn := range w.renames {
+		if err == nil {
+			if err = w.fs.Rename(rn.tmp, rn.name); err == nil {
+				w.res.Files++
+				w.res.Bytes += rn.size
+				continue
+			}
+			err = fmt.Errorf("renaming %q into place: %w", rn.name, err)
+		}
+		// Failed: leave no temporary files behind.
+		if rerr := w.fs.Remove(w.renames[i].tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			w.log.Warn("removing temporary file", "name", rn.tmp, "err", rerr)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	for _, r := range p.symlinks {
@@ -138,8 +167,9 @@ func (w *writer) writeAll(ctx context.Context, p *plan) error {
 }
 
 // writeFile builds r in a temporary file beside its name, fetching its
-// blocks in parallel, then fsyncs it, sets its mode and time and renames
-// it into place. A damaged block leaves nothing behind and lists r.
+// blocks in parallel, and sets its mode and time; writeAll renames it into
+// place after one durability barrier for all files. A damaged block
+// leaves nothing behind and lists r.
 func (w *writer) writeFile(ctx context.Context, r index.Record) (err error) {
 	f, tmp, err := w.fs.CreateTemp(r.Name)
 	if err != nil {
@@ -169,9 +199,6 @@ func (w *writer) writeFile(ctx context.Context, r index.Record) (err error) {
 	if err := w.fetchInto(ctx, f, r.Blocks); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing %q: %w", r.Name, err)
-	}
 	closed = true
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %q: %w", r.Name, err)
@@ -182,12 +209,8 @@ func (w *writer) writeFile(ctx context.Context, r index.Record) (err error) {
 	if err := w.fs.Chtimes(tmp, time.Unix(0, r.ModTime)); err != nil {
 		return fmt.Errorf("setting time of %q: %w", r.Name, err)
 	}
-	if err := w.fs.Rename(tmp, r.Name); err != nil {
-		return fmt.Errorf("renaming %q into place: %w", r.Name, err)
-	}
 	w.mu.Lock()
-	w.res.Files++
-	w.res.Bytes += r.Size
+	w.renames = append(w.renames, rename{tmp: tmp, name: r.Name, size: r.Size})
 	w.mu.Unlock()
 	w.prog.add(1, 0)
 	return nil
