@@ -154,6 +154,21 @@ func (db *DB) HasSealedChunk(ctx context.Context, folderID string, id []byte) (b
 	return true, nil
 }
 
+// SealedChunkSize returns the stored size of the folder's sealed chunk
+// id, or ErrNotFound.
+func (db *DB) SealedChunkSize(ctx context.Context, folderID string, id []byte) (int64, error) {
+	var size int64
+	err := db.sql.QueryRowContext(ctx,
+		"SELECT size FROM receiver_chunks WHERE folder_id = ? AND id = ?", folderID, id).Scan(&size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sealed chunk of folder %q: %w", folderID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("looking up sealed chunk of folder %q: %w", folderID, err)
+	}
+	return size, nil
+}
+
 // AppendSealed adds chunks and then recs to the folder in one transaction.
 // Chunks already held are left as they are. The records' log sequences
 // must increase and be above the folder's highest one, every chunk a

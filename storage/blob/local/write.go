@@ -10,11 +10,19 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
 	"syscall"
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/sized"
 )
+
+// copyBufs holds the buffers write copies blobs through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// writerOnly hides a file's ReadFrom, which would ignore CopyBuffer's
+// buffer.
+type writerOnly struct{ io.Writer }
 
 // writeMode says how write finishes a blob.
 type writeMode int
@@ -73,7 +81,12 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, 
 			s.root.Remove(tmp)
 		}
 	}()
-	if _, err := io.Copy(f, sized.NewReader(ctx, r, size)); err != nil {
+	// Written in large pieces: through a 32 KiB copy a chunk of a few
+	// hundred KiB is a dozen write calls.
+	bp := copyBufs.Get().(*[]byte)
+	_, err = io.CopyBuffer(writerOnly{f}, sized.NewReader(ctx, r, size), *bp)
+	copyBufs.Put(bp)
+	if err != nil {
 		return err
 	}
 	if mode != replaceUnsynced {
