@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/blake3"
@@ -50,7 +51,7 @@ func (c *ChunkID) UnmarshalText(b []byte) error {
 // ChunkID returns the ID of the chunk whose plaintext hashes (BLAKE3-256) to
 // plainHash.
 func (k *Keys) ChunkID(plainHash [32]byte) ChunkID {
-	return ChunkID(keyedBLAKE3(&k.chunkID, plainHash[:]))
+	return ChunkID(k.idHashers.sum(plainHash[:]))
 }
 
 // SealChunk encrypts one chunk and returns its ID and body:
@@ -59,8 +60,9 @@ func (k *Keys) ChunkID(plainHash [32]byte) ChunkID {
 //	nonce = keyed-BLAKE3(chunk nonce key, ID)[:24], ID = ChunkID(plainHash)
 //	inner = flags || uvarint(len(payload)) || payload || zeros to Padmé length
 //
-// where payload is zstd(plain) and flags bit 0 is set if compress is true and
-// that is smaller, else payload is plain and flags is 0. The result is
+// where payload is zstd(plain) and flags bit 0 is set if compress is true,
+// the chunk passes worthCompressing and zstd(plain) is smaller, else
+// payload is plain and flags is 0. The result is
 // deterministic: the same key, plaintext and compress give the same bytes,
 // so devices upload identical chunks (for a given zstd version; the ID never
 // depends on compression).
@@ -70,12 +72,23 @@ func (k *Keys) ChunkID(plainHash [32]byte) ChunkID {
 // ErrChunkID, and two different plaintexts sealed under one wrong hash would
 // share a nonce. plain longer than MaxChunkSize is ErrTooLarge.
 func (k *Keys) SealChunk(plain []byte, plainHash [32]byte, compress bool) (ChunkID, []byte, error) {
+	return k.SealChunkTo(nil, plain, plainHash, compress)
+}
+
+// SealedChunkLen is the length of the body SealChunk makes of an
+// uncompressed plaintext of n bytes: an upper bound for any n-byte chunk.
+func SealedChunkLen(n int) int { return chunkOverhead + innerLen(n) }
+
+// SealChunkTo is SealChunk writing the body into dst's backing array when
+// it has room (cap(dst) >= SealedChunkLen(len(plain)) always suffices),
+// so a caller can reuse buffers; else into a new one.
+func (k *Keys) SealChunkTo(dst []byte, plain []byte, plainHash [32]byte, compress bool) (ChunkID, []byte, error) {
 	if len(plain) > MaxChunkSize {
 		return ChunkID{}, nil, fmt.Errorf("sealing chunk: %w: %d bytes (limit %d)", ErrTooLarge, len(plain), MaxChunkSize)
 	}
 	id := k.ChunkID(plainHash)
 	payload, flags := plain, byte(0)
-	if compress && len(plain) > 0 {
+	if compress && len(plain) > 0 && k.worthCompressing(plain) {
 		// Room for an incompressible chunk too (raw blocks: a 3-byte header
 		// per 128 KiB plus the frame header), so EncodeAll never regrows.
 		room := len(plain) + 3*(len(plain)>>17+1) + 32
@@ -84,7 +97,12 @@ func (k *Keys) SealChunk(plain []byte, plainHash [32]byte, compress bool) (Chunk
 		}
 	}
 	n := innerLen(len(payload))
-	body := make([]byte, 1+n, 1+n+chacha20poly1305.Overhead)
+	var body []byte
+	if cap(dst) >= 1+n+chacha20poly1305.Overhead {
+		body = dst[:1+n]
+	} else {
+		body = make([]byte, 1+n, 1+n+chacha20poly1305.Overhead)
+	}
 	body[0] = chunkFormat
 	putInner(body[1:], flags, payload)
 	nonce := k.chunkNonceFor(id)
@@ -135,26 +153,65 @@ func (k *Keys) OpenChunk(id ChunkID, body []byte) ([]byte, error) {
 	return plain, nil
 }
 
+// compressProbe is how much of a large chunk is compressed first to see
+// whether compressing the whole is worth it.
+const compressProbe = 64 << 10
+
+// worthCompressing reports whether plain should be compressed: a chunk
+// larger than twice the probe is compressed only if its first
+// compressProbe bytes shrink by at least 1/32. Already-compressed data
+// (photos, video, archives) then costs one small probe, not a full zstd
+// pass. The decision depends on the plaintext alone, so sealing stays
+// deterministic.
+func (k *Keys) worthCompressing(plain []byte) bool {
+	if len(plain) <= 2*compressProbe {
+		return true
+	}
+	var buf [compressProbe + 1024]byte
+	z := k.enc.EncodeAll(plain[:compressProbe], buf[:0])
+	return len(z) < compressProbe-compressProbe/32
+}
+
 // chunkNonceFor returns the nonce of the chunk with the given ID. The ID is
 // a keyed hash of the plaintext hash, so the nonce is a function of the
 // plaintext hash that the opener, who knows only the ID, can compute:
 // distinct plaintexts get distinct nonces, equal plaintexts equal bodies.
 func (k *Keys) chunkNonceFor(id ChunkID) [chacha20poly1305.NonceSizeX]byte {
 	var n [chacha20poly1305.NonceSizeX]byte
-	sum := keyedBLAKE3(&k.chunkNonce, id[:])
+	sum := k.nonceHashers.sum(id[:])
 	copy(n[:], sum[:])
 	return n
 }
 
-// keyedBLAKE3 returns the 32-byte keyed BLAKE3 hash of msg.
-func keyedBLAKE3(key *[32]byte, msg []byte) [32]byte {
-	h, err := blake3.NewKeyed(key[:])
-	if err != nil {
-		panic("crypt: blake3 rejected a 32-byte key: " + err.Error())
+// keyedHashers hands out keyed BLAKE3 hashers of one key. A new hasher
+// allocates several KiB, which for a 32-byte message costs far more than
+// the hash: a chunk ID and a nonce per chunk made them most of a
+// receiver upload's garbage.
+type keyedHashers struct {
+	key  [32]byte
+	pool sync.Pool
+}
+
+func newKeyedHashers(key [32]byte) *keyedHashers {
+	kh := &keyedHashers{key: key}
+	kh.pool.New = func() any {
+		h, err := blake3.NewKeyed(kh.key[:])
+		if err != nil {
+			panic("crypt: blake3 rejected a 32-byte key: " + err.Error())
+		}
+		return h
 	}
+	return kh
+}
+
+// sum returns the 32-byte keyed BLAKE3 hash of msg.
+func (kh *keyedHashers) sum(msg []byte) [32]byte {
+	h := kh.pool.Get().(*blake3.Hasher)
+	h.Reset()
 	h.Write(msg)
 	var out [32]byte
 	h.Sum(out[:0])
+	kh.pool.Put(h)
 	return out
 }
 

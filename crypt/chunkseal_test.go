@@ -2,6 +2,7 @@ package crypt
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -284,5 +285,79 @@ func TestChunkIDText(t *testing.T) {
 	var u ChunkID
 	if err := u.UnmarshalText([]byte(s)); err != nil || u != id {
 		t.Fatalf("UnmarshalText = %v, %v", u, err)
+	}
+}
+
+func TestSealChunkCompressionProbe(t *testing.T) {
+	k, err := DeriveKeys(FolderKey{3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := func(n int) []byte {
+		b := make([]byte, n)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	text := bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog. "), 1<<20/45)
+	randomHead := append(rnd(compressProbe), make([]byte, 1<<20-compressProbe)...)
+	for _, c := range []struct {
+		name       string
+		plain      []byte
+		compressed bool
+	}{
+		{"compressible", text, true},
+		{"random", rnd(1 << 20), false},
+		{"small random", rnd(2 * compressProbe), false},
+		{"small text", text[:2*compressProbe], true},
+		// The probe sees only random bytes, so the zeros after them are
+		// not compressed either: the price of deciding from a prefix.
+		{"random head, zero tail", randomHead, false},
+	} {
+		h := blake3.Sum256(c.plain)
+		id, body, err := k.SealChunk(c.plain, h, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(body) < len(c.plain)/2; got != c.compressed {
+			t.Errorf("%s: %d bytes sealed to %d; compressed = %v, want %v", c.name, len(c.plain), len(body), got, c.compressed)
+		}
+		plain, err := k.OpenChunk(id, body)
+		if err != nil || !bytes.Equal(plain, c.plain) {
+			t.Errorf("%s: does not open back: %v", c.name, err)
+		}
+	}
+}
+
+func TestSealChunkToReusesBuffer(t *testing.T) {
+	k, err := DeriveKeys(FolderKey{4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 1000, 300 << 10} {
+		plain := make([]byte, n)
+		if _, err := rand.Read(plain); err != nil {
+			t.Fatal(err)
+		}
+		h := blake3.Sum256(plain)
+		wantID, want, err := k.SealChunk(plain, h, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A dirty buffer with room is used, and its old bytes never leak
+		// into the padding.
+		dirty := bytes.Repeat([]byte{0xee}, SealedChunkLen(n))
+		id, got, err := k.SealChunkTo(dirty[:0], plain, h, true)
+		if err != nil || id != wantID || !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: SealChunkTo differs from SealChunk (%v)", n, err)
+		}
+		if &got[0] != &dirty[0] {
+			t.Fatalf("%d bytes: the buffer with room was not used", n)
+		}
+		// Too small a buffer: a new one, same bytes.
+		if _, got, _ := k.SealChunkTo(make([]byte, 0, 10), plain, h, true); !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: differs with a small buffer", n)
+		}
 	}
 }

@@ -70,6 +70,8 @@ type Keys struct {
 	record     [subkeySize]byte
 	pol        chunker.Pol
 
+	idHashers, nonceHashers *keyedHashers
+
 	chunkAEAD  cipher.AEAD
 	recordAEAD cipher.AEAD
 	enc        *zstd.Encoder
@@ -102,6 +104,7 @@ func DeriveKeys(k FolderKey) (*Keys, error) {
 		return nil, fmt.Errorf("deriving polynomial: %w", err)
 	}
 	ks.pol = pol
+	ks.idHashers, ks.nonceHashers = newKeyedHashers(ks.chunkID), newKeyedHashers(ks.chunkNonce)
 
 	if ks.chunkAEAD, err = chacha20poly1305.NewX(ks.chunk[:]); err != nil {
 		return nil, fmt.Errorf("chunk cipher: %w", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/trace"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
@@ -46,6 +48,26 @@ func newServe(g *globals) *cobra.Command {
 					return err
 				}
 				defer pprof.StopCPUProfile()
+				// With it, the peak heap: written at exit, the profile
+				// holds every allocation since start.
+				runtime.MemProfileRate = 512 << 10
+				defer func() {
+					if mf, err := os.Create(path + ".heap"); err == nil {
+						pprof.Lookup("allocs").WriteTo(mf, 0)
+						mf.Close()
+					}
+				}()
+			}
+			if path := os.Getenv("LOCKSTEP_TRACE"); path != "" {
+				// A debugging aid: an execution trace of the whole run.
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				if err := trace.Start(f); err != nil {
+					return err
+				}
+				defer trace.Stop()
 			}
 			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store}
 			if noGUI {

@@ -69,10 +69,12 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 			}
 		}
 	}
+	start := time.Now()
 	fetched, bad, err := r.fetch(ctx, l.p, f, missing)
 	if err != nil {
 		return err
 	}
+	fetchTime := time.Since(start)
 	if len(bad) > 0 {
 		keep = slices.DeleteFunc(keep, func(w *protocol.SealedRecord) bool {
 			for _, c := range w.GetChunks() {
@@ -88,6 +90,8 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 			return err
 		}
 	}
+	r.log.Debug("stored sealed records", "folder", f.id, "records", len(keep), "chunks", len(fetched),
+		"fetch", fetchTime.Round(time.Millisecond), "commit", (time.Since(start) - fetchTime).Round(time.Millisecond))
 	return l.p.SealedAck(ctx, &protocol.SealedAck{Folder: f.id, Sequence: recs[len(recs)-1].GetSequence()})
 }
 

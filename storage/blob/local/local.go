@@ -72,6 +72,7 @@ type Store struct {
 	wholeFS bool
 	mu      sync.Mutex
 	pending map[string]struct{}
+	dirs    map[string]*os.Root // see dir
 }
 
 var (
@@ -90,11 +91,12 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
-	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{})}, nil
+	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: make(map[string]*os.Root)}, nil
 }
 
 // Close releases the directory. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	s.closeDirs()
 	return s.root.Close()
 }
 
@@ -113,6 +115,11 @@ func dirOf(p string) string {
 	return path.Dir(p)
 }
 
+// baseOf returns the last element of a relative path.
+func baseOf(p string) string {
+	return path.Base(p)
+}
+
 // notExist reports whether err means a key's file is missing, including a
 // file standing where a directory of its path should be.
 func notExist(err error) bool {
@@ -128,11 +135,8 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
 	p := pathOf(key)
-	if _, err := s.lstatBlob(p); err != nil {
-		return fmt.Errorf("getting blob %q: %w", key, err)
-	}
-	f, err := s.root.Open(p)
-	if notExist(err) {
+	f, err := s.openBlob(p)
+	if notExist(err) || errors.Is(err, syscall.ELOOP) {
 		return fmt.Errorf("getting blob %q: %w", key, blob.ErrNotExist)
 	}
 	if err != nil {

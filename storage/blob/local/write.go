@@ -69,6 +69,9 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, 
 	}
 	final := pathOf(key)
 	dir := dirOf(final)
+	if mode == replaceUnsynced {
+		return s.writeUnsynced(ctx, dir, final, r, size)
+	}
 	tmp, f, created, err := s.createTemp(dir)
 	if err != nil {
 		return err
@@ -81,36 +84,16 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, 
 			s.root.Remove(tmp)
 		}
 	}()
-	// Written in large pieces: through a 32 KiB copy a chunk of a few
-	// hundred KiB is a dozen write calls.
-	bp := copyBufs.Get().(*[]byte)
-	_, err = io.CopyBuffer(writerOnly{f}, sized.NewReader(ctx, r, size), *bp)
-	copyBufs.Put(bp)
-	if err != nil {
+	if err := copyIn(ctx, f, r, size); err != nil {
 		return err
 	}
-	if mode != replaceUnsynced {
-		if err := f.Sync(); err != nil {
-			return err
-		}
+	if err := f.Sync(); err != nil {
+		return err
 	}
 	err = f.Close()
 	f = nil
 	if err != nil {
 		return err
-	}
-	if mode == replaceUnsynced {
-		if err := s.root.Rename(tmp, final); err != nil {
-			return conflict(err)
-		}
-		s.mu.Lock()
-		s.pending[final] = struct{}{}
-		s.pending[dir] = struct{}{}
-		for _, d := range created {
-			s.pending[d] = struct{}{}
-		}
-		s.mu.Unlock()
-		return nil
 	}
 	d, err := s.root.Open(dir)
 	if err != nil {
@@ -128,6 +111,59 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, 
 		return err
 	}
 	return s.syncDirs(created)
+}
+
+// copyIn writes size bytes of r (or all of it, for -1) to f in large
+// pieces: through a 32 KiB copy a chunk of a few hundred KiB is a dozen
+// write calls.
+func copyIn(ctx context.Context, f *os.File, r io.Reader, size int64) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	_, err := io.CopyBuffer(writerOnly{f}, sized.NewReader(ctx, r, size), *bp)
+	return err
+}
+
+// writeUnsynced is write for PutUnsynced: a temporary file and a rename in
+// the blob's directory, through its cached handle.
+func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reader, size int64) (err error) {
+	d, created, err := s.dir(dir, true)
+	if err != nil {
+		return err
+	}
+	var rnd [12]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := tempPrefix + hex.EncodeToString(rnd[:])
+	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			d.Remove(tmp)
+		}
+	}()
+	if err := copyIn(ctx, f, r, size); err != nil {
+		return err
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return err
+	}
+	if err := d.Rename(tmp, baseOf(final)); err != nil {
+		return conflict(err)
+	}
+	s.mu.Lock()
+	s.pending[final] = struct{}{}
+	s.pending[dir] = struct{}{}
+	for _, p := range created {
+		s.pending[p] = struct{}{}
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // conflict explains an error from renaming onto a path that is a directory.
