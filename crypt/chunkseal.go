@@ -167,10 +167,15 @@ func (k *Keys) worthCompressing(plain []byte) bool {
 	if len(plain) <= 2*compressProbe {
 		return true
 	}
-	var buf [compressProbe + 1024]byte
-	z := k.enc.EncodeAll(plain[:compressProbe], buf[:0])
+	bp := probeBufs.Get().(*[]byte)
+	defer probeBufs.Put(bp)
+	z := k.enc.EncodeAll(plain[:compressProbe], (*bp)[:0])
 	return len(z) < compressProbe-compressProbe/32
 }
+
+// probeBufs holds worthCompressing's output buffers (with room for an
+// incompressible probe), so a probe allocates nothing.
+var probeBufs = sync.Pool{New: func() any { b := make([]byte, 0, compressProbe+1024); return &b }}
 
 // chunkNonceFor returns the nonce of the chunk with the given ID. The ID is
 // a keyed hash of the plaintext hash, so the nonce is a function of the

@@ -1,49 +1,19 @@
 package engine
 
-import (
-	"math/bits"
-	"sync"
-)
+import "lockstep/sync/protocol"
 
-// Block buffers are pooled by power-of-two size class: allocating fresh
+// Block buffers come from the protocol's buffer pool, the one the
+// connections read chunks into and write frames from: allocating fresh
 // memory for every block (and faulting its pages in) cost more than the
-// whole transfer in measurements on a 2-core VM.
-const (
-	minClassBits = 17 // 128 KiB, the smallest chunk
-	maxClassBits = 23 // 8 MiB, above the largest chunk
-)
+// whole transfer in measurements on a 2-core VM, and one pool lets a
+// buffer go round between reading a block, sending it, and receiving one.
 
-var blockPools [maxClassBits - minClassBits + 1]sync.Pool
+// getBlock returns a buffer of length n.
+func getBlock(n int) []byte { return protocol.Buffer(n)[:n] }
 
-func sizeClass(n int) int {
-	if n <= 1<<minClassBits {
-		return 0
-	}
-	return bits.Len(uint(n-1)) - minClassBits
-}
-
-// getBlock returns a buffer of length n, from the pool when it can.
-func getBlock(n int) []byte {
-	c := sizeClass(n)
-	if c >= len(blockPools) {
-		return make([]byte, n)
-	}
-	if b, ok := blockPools[c].Get().(*[]byte); ok {
-		return (*b)[:n]
-	}
-	return make([]byte, n, 1<<(c+minClassBits))
-}
-
-// putBlock gives a buffer from getBlock back. The caller must not use it
-// afterwards.
-func putBlock(b []byte) {
-	c := sizeClass(cap(b))
-	if c >= len(blockPools) || cap(b) != 1<<(c+minClassBits) {
-		return // not one of ours
-	}
-	b = b[:0]
-	blockPools[c].Put(&b)
-}
+// putBlock gives a buffer back to the pool (one not from a pool is
+// dropped). The caller must not use it afterwards.
+func putBlock(b []byte) { protocol.Recycle(b) }
 
 // Release implements protocol.Releaser: a served block's buffer is reused
 // once its frame is encoded.

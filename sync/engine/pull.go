@@ -242,7 +242,7 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 				return err
 			}
 			_, err = file.WriteAt(data, b.Offset)
-			putBlock(data) // a no-op for data from a peer
+			putBlock(data)
 			if err != nil {
 				return err
 			}

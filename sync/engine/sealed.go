@@ -407,6 +407,7 @@ func (f *folder) requestSealed(ctx context.Context, peer crypt.DeviceID, b index
 		return nil, err
 	}
 	plain, err := keys.OpenChunk(id, body)
+	protocol.Recycle(body)
 	if err != nil {
 		f.tamperedChunks.Add(1)
 		f.setReceiverError(peer, fmt.Errorf("a chunk from receiver %s failed verification (tampered or damaged): %w", peer.Short(), err))

@@ -109,6 +109,13 @@ func readMessage(r io.Reader, maxLen int) (proto.Message, error) {
 	if flags&^flagCompressed != 0 {
 		return nil, fmt.Errorf("%w: unknown frame flags %#02x", ErrMalformed, flags)
 	}
+	if typ == MessageType_MESSAGE_TYPE_RESPONSE && flags == 0 && int(length)-2 >= streamResponseMin {
+		resp, err := readResponse(r, int(length)-2)
+		if err != nil {
+			return nil, fmt.Errorf("reading %v body: %w", typ.name(), err)
+		}
+		return resp, nil
+	}
 	body, err := readBody(r, int(length)-2)
 	if err != nil {
 		return nil, fmt.Errorf("reading %v body: %w", typ.name(), err)

@@ -186,12 +186,14 @@ loop:
 			} else {
 				err = r.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)))
 			}
+			n := len(data)
+			protocol.Recycle(data)
 			if err != nil {
 				fail(fmt.Errorf("storing chunk %x: %w", id, err))
 				return
 			}
 			mu.Lock()
-			sizes[string(id)] = int64(len(data))
+			sizes[string(id)] = int64(n)
 			mu.Unlock()
 		})
 	}
