@@ -227,20 +227,16 @@ func BenchmarkSyncInsertByte(b *testing.B) {
 // standardSet writes the benchmarks' standard set under dir: 10,000 small
 // files and 4 × 256 MiB, and returns its file count and bytes.
 func standardSet(tb testing.TB, dir string) (files int64, bytes int64) {
-	nsmall, nlarge := 10000, 4
-	if os.Getenv("XSET") == "small" { nlarge = 0 }
-	if os.Getenv("XSET") == "large" { nsmall = 0 }
-	for i := range nsmall {
+	for i := range 10000 {
 		data := randomBytes(uint64(i), 512+i%3000)
 		bytes += int64(len(data))
 		writeFile(tb, filepath.Join(dir, fmt.Sprintf("d%03d/f%05d.txt", i%100, i)), data, 0o644)
 	}
-	for i := range nlarge {
+	for i := range 4 {
 		writeFile(tb, filepath.Join(dir, fmt.Sprintf("large%d.bin", i)), randomBytes(uint64(100+i), 256<<20), 0o644)
 		bytes += 256 << 20
 	}
-	if nsmall == 0 { return 4, bytes }
-	return int64(nsmall + 100 + nlarge), bytes
+	return 10000 + 100 + 4, bytes
 }
 
 // BenchmarkReceiverIngest is the time for a receiver (local store) to take

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"runtime/trace"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/spf13/cobra"
 
