@@ -117,6 +117,15 @@ func (k *Keys) SealChunkTo(dst []byte, plain []byte, plainHash [32]byte, compres
 // never beyond MaxChunkSize (ErrFormat, ErrTooLarge), and that the plaintext
 // hashes to id (ErrChunkID). body is not modified or retained.
 func (k *Keys) OpenChunk(id ChunkID, body []byte) ([]byte, error) {
+	return k.OpenChunkTo(nil, id, body)
+}
+
+// OpenChunkTo is OpenChunk decrypting into dst's backing array when it has
+// room (cap(dst) >= len(body) always suffices), so a caller can reuse
+// buffers. The plaintext returned may be a slice of dst (uncompressed
+// chunks) or of new memory (compressed ones); dst must not be reused while
+// the plaintext is.
+func (k *Keys) OpenChunkTo(dst []byte, id ChunkID, body []byte) ([]byte, error) {
 	if len(body) == 0 || body[0] != chunkFormat {
 		return nil, fmt.Errorf("opening chunk %v: %w: not a format %#04x chunk", id, ErrFormat, chunkFormat)
 	}
@@ -127,7 +136,7 @@ func (k *Keys) OpenChunk(id ChunkID, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("opening chunk %v: %w: %d bytes", id, ErrTooLarge, len(body))
 	}
 	nonce := k.chunkNonceFor(id)
-	inner, err := k.chunkAEAD.Open(nil, nonce[:], body[1:], id[:])
+	inner, err := k.chunkAEAD.Open(dst[:0], nonce[:], body[1:], id[:])
 	if err != nil {
 		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrAuth)
 	}

@@ -361,3 +361,30 @@ func TestSealChunkToReusesBuffer(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenChunkToReusesBuffer(t *testing.T) {
+	k, err := DeriveKeys(FolderKey{5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := bytes.Repeat([]byte("compressible "), 20000)
+	random := make([]byte, 200<<10)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	for _, plain := range [][]byte{random, text} {
+		id, body, err := k.SealChunk(plain, blake3.Sum256(plain), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := bytes.Repeat([]byte{0xee}, len(body))
+		got, err := k.OpenChunkTo(dst[:0], id, body)
+		if err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("OpenChunkTo: %v", err)
+		}
+		body[len(body)/2] ^= 1
+		if _, err := k.OpenChunkTo(dst[:0], id, body); !errors.Is(err, ErrAuth) {
+			t.Fatalf("tampered body into a reused buffer: %v", err)
+		}
+	}
+}

@@ -76,7 +76,9 @@ func (r *Receiver) serveChunk(ctx context.Context, f *folder, req *protocol.Requ
 	}
 	var data []byte
 	err = r.store.Get(ctx, chunkKey(f.fk, id), func(rd io.Reader) error {
-		buf := bytes.NewBuffer(make([]byte, 0, min(hint, limit)+bytes.MinRead))
+		// A pooled buffer, given back by the connection (Releaser) once
+		// the frame is sent.
+		buf := bytes.NewBuffer(protocol.Buffer(int(min(hint, limit)) + bytes.MinRead))
 		_, err := buf.ReadFrom(io.LimitReader(rd, limit+1))
 		data = buf.Bytes()
 		return err

@@ -34,7 +34,7 @@ const progressInterval = 200 * time.Millisecond
 // verification or is missing): the file is not written, the recovery goes
 // on. Any other error ends the recovery.
 type chunkSource interface {
-	Chunk(ctx context.Context, b index.Block) ([]byte, error)
+	Chunk(ctx context.Context, b index.Block, use func(plain []byte) error) error
 }
 
 // sealedSource fetches sealed chunks from the receiver and opens them.
@@ -44,8 +44,9 @@ type sealedSource struct {
 	folder string
 }
 
-// Chunk requests b's sealed chunk, opens it and checks its hash and size.
-func (s *sealedSource) Chunk(ctx context.Context, b index.Block) ([]byte, error) {
+// Chunk requests b's sealed chunk, opens it, checks its hash and size,
+// and hands the plaintext to use. Its buffers go back to the pool after.
+func (s *sealedSource) Chunk(ctx context.Context, b index.Block, use func([]byte) error) error {
 	id := s.keys.ChunkID(b.Hash)
 	body, err := s.conn.Request(ctx, &protocol.Request{
 		Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: s.folder, ChunkId: id[:], Size: uint32(crypt.MaxSealedChunkSize),
@@ -53,18 +54,21 @@ func (s *sealedSource) Chunk(ctx context.Context, b index.Block) ([]byte, error)
 	switch {
 	case errors.Is(err, protocol.ErrNoSuchFile), errors.Is(err, protocol.ErrInvalidFile),
 		errors.Is(err, protocol.ErrRequestFailed), errors.Is(err, protocol.ErrMalformed):
-		return nil, fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
+		return fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
 	case err != nil:
-		return nil, err
+		return err
 	}
-	plain, err := s.keys.OpenChunk(id, body)
+	dst := protocol.Buffer(len(body))
+	defer protocol.Recycle(dst)
+	plain, err := s.keys.OpenChunkTo(dst, id, body)
+	protocol.Recycle(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
+		return fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
 	}
 	if len(plain) != int(b.Size) || chunk.HashOf(plain) != b.Hash {
-		return nil, fmt.Errorf("%w: chunk %s does not match its block", ErrDamaged, id)
+		return fmt.Errorf("%w: chunk %s does not match its block", ErrDamaged, id)
 	}
-	return plain, nil
+	return use(plain)
 }
 
 // writer writes a plan into a folder.
@@ -227,16 +231,14 @@ func (w *writer) fetchInto(ctx context.Context, f fsys.File, blocks []index.Bloc
 			return errors.Join(g.Wait(), ctx.Err())
 		}
 		g.Go(func() error {
-			data, err := w.src.Chunk(gctx, b)
-			<-w.slots
-			if err != nil {
-				return err
-			}
-			if _, err := f.WriteAt(data, b.Offset); err != nil {
-				return fmt.Errorf("writing %q: %w", f.Name(), err)
-			}
-			w.prog.add(0, int64(b.Size))
-			return nil
+			defer func() { <-w.slots }()
+			return w.src.Chunk(gctx, b, func(data []byte) error {
+				if _, err := f.WriteAt(data, b.Offset); err != nil {
+					return fmt.Errorf("writing %q: %w", f.Name(), err)
+				}
+				w.prog.add(0, int64(b.Size))
+				return nil
+			})
 		})
 	}
 	return g.Wait()
