@@ -27,6 +27,8 @@ type SealedRecord struct {
 	// FileKey groups the versions of one file (32 bytes).
 	FileKey []byte
 	Sealed  []byte
+	// Deleted: the record is a deletion (readable for retention).
+	Deleted bool
 	// Chunks is the concatenation of the 32-byte IDs of the sealed chunks
 	// the record references.
 	Chunks []byte
@@ -209,10 +211,10 @@ func (db *DB) AppendSealed(ctx context.Context, folderID string, recs []SealedRe
 				return fmt.Errorf("record %d: %w", i, err)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO receiver_records
-				(folder_id, seq, origin, counter, file_key, sealed, chunks, ref_bytes, stored_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				(folder_id, seq, origin, counter, file_key, sealed, chunks, ref_bytes, stored_at, deleted)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				folderID, r.Seq, r.Origin, int64(r.Counter), r.FileKey, nonNil(r.Sealed), nonNil(r.Chunks),
-				ref, nanos(r.StoredAt)); err != nil {
+				ref, nanos(r.StoredAt), boolInt(r.Deleted)); err != nil {
 				return err
 			}
 		}
@@ -246,7 +248,7 @@ func referencedBytes(ctx context.Context, tx *sql.Tx, folderID string, ids []byt
 // SealedRecordsAfter returns up to limit of the folder's records with log
 // sequence above after, in log order.
 func (db *DB) SealedRecordsAfter(ctx context.Context, folderID string, after int64, limit int) ([]SealedRecord, error) {
-	rows, err := db.sql.QueryContext(ctx, `SELECT seq, origin, counter, file_key, sealed, chunks, stored_at
+	rows, err := db.sql.QueryContext(ctx, `SELECT seq, origin, counter, file_key, sealed, chunks, stored_at, deleted
 		FROM receiver_records WHERE folder_id = ? AND seq > ? ORDER BY seq LIMIT ?`, folderID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading log of folder %q: %w", folderID, err)
@@ -258,11 +260,12 @@ func (db *DB) SealedRecordsAfter(ctx context.Context, folderID string, after int
 			r       SealedRecord
 			counter int64
 			stored  int64
+			deleted int64
 		)
-		if err := rows.Scan(&r.Seq, &r.Origin, &counter, &r.FileKey, &r.Sealed, &r.Chunks, &stored); err != nil {
+		if err := rows.Scan(&r.Seq, &r.Origin, &counter, &r.FileKey, &r.Sealed, &r.Chunks, &stored, &deleted); err != nil {
 			return nil, fmt.Errorf("reading log of folder %q: %w", folderID, err)
 		}
-		r.Counter, r.StoredAt = uint64(counter), fromNanos(stored)
+		r.Counter, r.StoredAt, r.Deleted = uint64(counter), fromNanos(stored), deleted != 0
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -178,7 +178,7 @@ func (u *upload) seal(recs []index.Record, pol uint64) ([]*protocol.SealedRecord
 		if err != nil {
 			return nil, fmt.Errorf("sealing %q: %w", r.Name, err)
 		}
-		sr := &protocol.SealedRecord{Sequence: r.Sequence, Origin: u.f.e.id[:], Counter: uint64(r.Sequence), FileKey: fk[:], Sealed: sealed}
+		sr := &protocol.SealedRecord{Sequence: r.Sequence, Origin: u.f.e.id[:], Counter: uint64(r.Sequence), FileKey: fk[:], Sealed: sealed, Deleted: r.Deleted}
 		if !r.Deleted && r.Type == index.File {
 			sr.Chunks = make([][]byte, len(r.Blocks))
 			for j, b := range r.Blocks {
@@ -377,6 +377,9 @@ func OpenSealed(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (i
 	}
 	if keys.FileKey(r.Name) != h.File {
 		return index.Record{}, errors.New("record is filed under another name's key")
+	}
+	if r.Deleted != sr.GetDeleted() {
+		return index.Record{}, errors.New("record's readable deletion flag differs from its content")
 	}
 	if uint64(r.Sequence) != h.Counter {
 		return index.Record{}, errors.New("record counter differs from its sequence")

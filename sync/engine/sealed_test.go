@@ -35,7 +35,7 @@ func sealFor(t *testing.T, keys *crypt.Keys, folder string, r index.Record, name
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr := &protocol.SealedRecord{Sequence: 5, Origin: origin[:], Counter: counter, FileKey: fk[:], Sealed: sealed}
+	sr := &protocol.SealedRecord{Sequence: 5, Origin: origin[:], Counter: counter, FileKey: fk[:], Sealed: sealed, Deleted: r.Deleted}
 	for _, b := range r.Blocks {
 		id := keys.ChunkID(b.Hash)
 		sr.Chunks = append(sr.Chunks, id[:])
@@ -67,6 +67,8 @@ func TestOpenSealed(t *testing.T) {
 	otherChunks.Chunks[0] = bytes.Repeat([]byte{1}, 32)
 	noChunks := proto.Clone(good).(*protocol.SealedRecord)
 	noChunks.Chunks = nil
+	flagged := proto.Clone(good).(*protocol.SealedRecord)
+	flagged.Deleted = true
 	shortKey := proto.Clone(good).(*protocol.SealedRecord)
 	shortKey.FileKey = shortKey.FileKey[:5]
 	shortOrigin := proto.Clone(good).(*protocol.SealedRecord)
@@ -84,6 +86,7 @@ func TestOpenSealed(t *testing.T) {
 		"origin changed":               {keys, "f", otherOrigin},
 		"chunk list swapped":           {keys, "f", otherChunks},
 		"chunk list dropped":           {keys, "f", noChunks},
+		"deletion flag set":            {keys, "f", flagged},
 		"short file key":               {keys, "f", shortKey},
 		"no origin":                    {keys, "f", shortOrigin},
 		"filed under another name":     {keys, "f", sealFor(t, keys, "f", r, "other", uint64(r.Sequence))},

@@ -1482,7 +1482,11 @@ type SealedRecord struct {
 	Chunks [][]byte `protobuf:"bytes,6,rep,name=chunks,proto3" json:"chunks,omitempty"`
 	// When the first receiver stored the record, in nanoseconds since the
 	// Unix epoch; 0 from a trusted device.
-	StoredNs      int64 `protobuf:"varint,7,opt,name=stored_ns,json=storedNs,proto3" json:"stored_ns,omitempty"`
+	StoredNs int64 `protobuf:"varint,7,opt,name=stored_ns,json=storedNs,proto3" json:"stored_ns,omitempty"`
+	// The record is a deletion. Readable so that a receiver can apply "keep
+	// deleted files N days" without the key; it learns only that some file
+	// was deleted at that time, which the record's arrival shows anyway.
+	Deleted       bool `protobuf:"varint,8,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1564,6 +1568,13 @@ func (x *SealedRecord) GetStoredNs() int64 {
 		return x.StoredNs
 	}
 	return 0
+}
+
+func (x *SealedRecord) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
 }
 
 // SealedPayload is the plaintext inside SealedRecord.sealed.
@@ -1761,7 +1772,7 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"Z\n" +
 	"\vSealedIndex\x12\x16\n" +
 	"\x06folder\x18\x01 \x01(\tR\x06folder\x123\n" +
-	"\arecords\x18\x02 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\"\xc4\x01\n" +
+	"\arecords\x18\x02 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\"\xde\x01\n" +
 	"\fSealedRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\fR\x06origin\x12\x18\n" +
@@ -1769,7 +1780,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\bfile_key\x18\x04 \x01(\fR\afileKey\x12\x16\n" +
 	"\x06sealed\x18\x05 \x01(\fR\x06sealed\x12\x16\n" +
 	"\x06chunks\x18\x06 \x03(\fR\x06chunks\x12\x1b\n" +
-	"\tstored_ns\x18\a \x01(\x03R\bstoredNs\"Z\n" +
+	"\tstored_ns\x18\a \x01(\x03R\bstoredNs\x12\x18\n" +
+	"\adeleted\x18\b \x01(\bR\adeleted\"Z\n" +
 	"\rSealedPayload\x12)\n" +
 	"\x04file\x18\x01 \x01(\v2\x15.lockstep.v1.FileInfoR\x04file\x12\x1e\n" +
 	"\n" +

@@ -103,6 +103,7 @@ func toWire(recs []db.SealedRecord) []*protocol.SealedRecord {
 			FileKey:  r.FileKey,
 			Sealed:   r.Sealed,
 			StoredNs: r.StoredAt.UnixNano(),
+			Deleted:  r.Deleted,
 		}
 		for off := 0; off < len(r.Chunks); off += db.SealedIDSize {
 			w.Chunks = append(w.Chunks, r.Chunks[off:off+db.SealedIDSize])
@@ -123,6 +124,7 @@ func fromWire(w *protocol.SealedRecord, seq int64, stored time.Time) db.SealedRe
 		Sealed:   w.GetSealed(),
 		Chunks:   bytes.Join(w.GetChunks(), nil),
 		StoredAt: stored,
+		Deleted:  w.GetDeleted(),
 	}
 }
 

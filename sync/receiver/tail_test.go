@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"lockstep/storage/blob"
+	"lockstep/storage/db"
 )
 
 // TestReplayTail: records whose log object reached the store but whose
@@ -54,4 +55,28 @@ func TestReplayTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameRecords(t, n.records(t), m.records(t), true)
+}
+
+// TestDeletionFlagKept: a record's readable deletion flag survives storing,
+// serving (log objects) and a rebuild.
+func TestDeletionFlagKept(t *testing.T) {
+	ctx := context.Background()
+	n, src := filled(t, 1)
+	del := record(src, 2, 2)
+	del.Deleted = true
+	src.send(t, del)
+	waitFor(t, "ack", func() bool { return src.lastAck() == 2 })
+	check := func(what string, recs []db.SealedRecord) {
+		t.Helper()
+		if len(recs) != 2 || recs[0].Deleted || !recs[1].Deleted {
+			t.Fatalf("%s: deletion flags %v, %v", what, len(recs) > 0 && recs[0].Deleted, len(recs) > 1 && recs[1].Deleted)
+		}
+	}
+	check("stored", n.records(t))
+	fresh := openDB(t)
+	if _, err := Rebuild(ctx, fresh, n.store, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := &node{id: n.id, db: fresh, store: n.store}
+	check("rebuilt", m.records(t))
 }

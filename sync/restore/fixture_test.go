@@ -113,7 +113,7 @@ func (s *sealer) add(r index.Record, origin crypt.DeviceID, counter uint64) *pro
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sr := &protocol.SealedRecord{Sequence: int64(len(s.log) + 1), Origin: origin[:], Counter: counter, FileKey: fk[:], Sealed: sealed}
+	sr := &protocol.SealedRecord{Sequence: int64(len(s.log) + 1), Origin: origin[:], Counter: counter, FileKey: fk[:], Sealed: sealed, Deleted: r.Deleted}
 	var ids []crypt.ChunkID
 	for _, b := range r.Blocks {
 		id := s.keys.ChunkID(b.Hash)
