@@ -142,3 +142,63 @@ type ShareFolder struct {
 	// NewPassword changes the folder's password on an untrusted receiver.
 	NewPassword string `json:"newPassword,omitempty"`
 }
+
+// Versioning is GET/PUT /rest/folders/{id}/versioning.
+type Versioning struct {
+	Type string `json:"type"`
+	Keep int    `json:"keep,omitempty"`
+	Days int    `json:"days,omitempty"`
+}
+
+// FileVersion is one kept version in GET /rest/folders/{id}/versions.
+type FileVersion struct {
+	Path    string    `json:"path"`
+	Version string    `json:"version"`
+	Time    time.Time `json:"time"`
+	Size    int64     `json:"size"`
+	Deleted bool      `json:"deleted"`
+	Source  string    `json:"source"` // "local" or a receiver's device ID
+}
+
+// Restore is the body of POST /rest/folders/{id}/restore.
+type Restore struct {
+	Path    string `json:"path"`
+	Version string `json:"version,omitempty"`
+	At      string `json:"at,omitempty"` // RFC 3339
+	To      string `json:"to,omitempty"`
+	All     bool   `json:"all,omitempty"`
+}
+
+// Restored answers a restore: where each restored file went.
+type Restored struct {
+	Restored []string `json:"restored"`
+}
+
+// Retention is GET/PUT /rest/folders/{id}/retention (on a receiver).
+type Retention struct {
+	KeepLast        int `json:"keepLast"`
+	KeepHourly      int `json:"keepHourly"`
+	KeepDaily       int `json:"keepDaily"`
+	KeepWeekly      int `json:"keepWeekly"`
+	KeepMonthly     int `json:"keepMonthly"`
+	KeepYearly      int `json:"keepYearly"`
+	KeepDeletedDays int `json:"keepDeletedDays"`
+}
+
+// Prune is the body of POST /rest/folders/{id}/prune.
+type Prune struct {
+	DryRun bool   `json:"dryRun"`
+	Grace  string `json:"grace,omitempty"` // a Go duration, default 1h
+}
+
+// Pruned answers a prune: on a receiver the versions and chunks dropped,
+// on a trusted device the local versions removed.
+type Pruned struct {
+	DryRun   bool          `json:"dryRun"`
+	Records  int           `json:"records"`
+	Files    int           `json:"files"`
+	Chunks   int           `json:"chunks"`
+	Bytes    int64         `json:"bytes"`
+	Kept     int           `json:"kept"`
+	Versions []FileVersion `json:"versions,omitempty"`
+}

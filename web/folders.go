@@ -15,6 +15,7 @@ import (
 	"lockstep/storage/db"
 	"lockstep/sync/engine"
 	"lockstep/sync/receiver"
+	"lockstep/sync/versions"
 )
 
 // Engine is what the API needs from the sync engine.
@@ -24,14 +25,23 @@ type Engine interface {
 	AllowDeletes(folderID string) error
 	FolderStatus(folderID string) (engine.FolderStatus, bool)
 	ShareEncrypted(ctx context.Context, folderID string, dev crypt.DeviceID, password, newPassword []byte) error
+	Versioning(ctx context.Context, folderID string) (versions.Policy, error)
+	SetVersioning(ctx context.Context, folderID string, p versions.Policy) error
+	Versions(ctx context.Context, folderID, path string) ([]versions.Version, error)
+	CleanVersions(ctx context.Context, folderID string) ([]versions.Version, error)
+	RestoreVersion(ctx context.Context, folderID, id, toDir string) (string, error)
 }
 
-// Receiver reports a receiver's encrypted folders.
+// Receiver reports and manages a receiver's encrypted folders.
 type Receiver interface {
 	Status(ctx context.Context, folderID string) (receiver.Status, error)
+	Retention(ctx context.Context, folderID string) (receiver.Policy, error)
+	SetRetention(ctx context.Context, folderID string, p receiver.Policy) error
+	Prune(ctx context.Context, folderID string, o receiver.PruneOptions) (receiver.PruneResult, error)
 }
 
 func (s *Server) folderRoutes(r *echo.Group) {
+	s.versionRoutes(r)
 	r.GET("/folders", s.getFolders)
 	r.POST("/folders", s.postFolder)
 	r.DELETE("/folders/:id", s.deleteFolder)

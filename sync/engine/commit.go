@@ -112,6 +112,11 @@ func (f *folder) commit(d *done) (index.Record, error) {
 		if err := f.fs.Remove(r.Name); err != nil {
 			return r, fmt.Errorf("replacing a directory: %w", err)
 		}
+	} else if exists && cur.Mode().IsRegular() {
+		// The replaced version goes to versioning, when it is on.
+		if _, err := f.archived(r.Name); err != nil {
+			return r, err
+		}
 	}
 	if err := f.fs.Rename(d.tmp, r.Name); err != nil {
 		return r, err
@@ -198,11 +203,20 @@ func (f *folder) pullDelete(ctx context.Context, r *index.Record) error {
 		if !matchesLocal(cur, true, ptrIf(l, ok)) {
 			return errChangedLocally
 		}
-		if err := f.fs.Remove(r.Name); err != nil {
-			if cur.IsDir() && errors.Is(err, syscall.ENOTEMPTY) {
-				return fmt.Errorf("directory not empty (it holds files that are not synced)")
+		saved := false
+		if cur.Mode().IsRegular() {
+			var err error
+			if saved, err = f.archived(r.Name); err != nil {
+				return err
 			}
-			return err
+		}
+		if !saved { // not moved into the archive: remove it
+			if err := f.fs.Remove(r.Name); err != nil {
+				if cur.IsDir() && errors.Is(err, syscall.ENOTEMPTY) {
+					return fmt.Errorf("directory not empty (it holds files that are not synced)")
+				}
+				return err
+			}
 		}
 	}
 	rec := *r

@@ -17,6 +17,7 @@ import (
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/scan"
+	"lockstep/sync/versions"
 )
 
 // Folder states reported in status.
@@ -57,6 +58,8 @@ type folder struct {
 
 	receivers map[crypt.DeviceID]bool   // shares that are untrusted receivers
 	recvErrs  map[crypt.DeviceID]string // latest problem with each receiver
+
+	archive *versions.Archive // nil: versioning off
 
 	keysMu    sync.Mutex
 	keysCache *crypt.Keys // the folder key's subkeys, once loaded
@@ -220,6 +223,11 @@ func (f *folder) peerGone(crypt.DeviceID) {
 func (f *folder) serve(ctx context.Context) {
 	defer f.fs.Close()
 	f.removeTemps(ctx, ".")
+	if p, err := f.e.versioningPolicy(ctx, f.id); err != nil {
+		f.log.Warn("reading versioning policy; versioning is off", "err", err)
+	} else {
+		f.setArchive(versions.New(f.fs, p), p)
+	}
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

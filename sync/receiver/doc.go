@@ -21,10 +21,20 @@
 //   - Each (origin, counter) is stored at most once per folder; repeats
 //     are dropped, so any number of peers may send the same records.
 //   - Log sequences of a folder start at 1 and increase with the order of
-//     appends. Appends to one folder are serialised. Each append's records
+//     appends; they are never reused, even after a prune dropped the
+//     highest. Appends to one folder are serialised. Each append's records
 //     are written to the store as one log object, keyed by the first
 //     sequence, before the database commit; so the store alone holds
-//     everything needed to rebuild the database (Rebuild).
+//     everything needed to rebuild the database (Rebuild). A prune
+//     rewrites the objects holding records it drops (same key; deleted
+//     when empty), so a log object's sequences increase strictly, the
+//     first at least its key's.
+//   - Prune (retention, then garbage collection) holds the folder's append
+//     lock. A chunk a kept record references is never deleted; a chunk's
+//     blob goes before its row. The highest log sequence and the highest
+//     counter per origin announced never go down: pruning raises
+//     high-water marks kept in the database and the meta object, and a
+//     pruned (origin, counter) is not stored again.
 //   - A chunk is checked only for its size (> 0 and at most
 //     crypt.MaxSealedChunkSize): without the key nothing else can be.
 //   - A peer gets data only of folders this node holds as encrypted and
@@ -32,7 +42,7 @@
 //
 // Store layout (fk is the hex of the folder ID's bytes):
 //
-//	r/<fk>/meta.json                  folder, its devices and log ID (JSON)
+//	r/<fk>/meta.json                  folder, devices, log ID, retention, high-water marks (JSON)
 //	r/<fk>/c/<chunk id hex>           sealed chunk bodies
 //	r/<fk>/log/<first seq, 16 hex>    protobuf SealedIndex of one append
 //	r/<fk>/envelope/<gen, 16 hex>     the folder key envelope, per generation

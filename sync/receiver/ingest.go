@@ -38,14 +38,39 @@ func (r *Receiver) ingest(l *link) {
 	}
 }
 
+// errCollected means a prune deleted chunks between an ingest's choice of
+// chunks to fetch and its commit.
+var errCollected = errors.New("chunks collected meanwhile")
+
+// maxIngestTries bounds how often ingestOne starts over after a prune.
+const maxIngestTries = 4
+
 // ingestOne stores the records of idx that are new, fetching the chunks
-// they need from the peer, and acknowledges idx.
+// they need from the peer, and acknowledges idx. If a prune collected
+// chunks meanwhile it starts over, since one it chose not to fetch may be
+// gone.
 func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedIndex) error {
 	recs := idx.GetRecords()
 	if len(recs) == 0 {
 		return nil
 	}
+	var err error
+	for range maxIngestTries {
+		if err = r.storeNew(ctx, l, recs); !errors.Is(err, errCollected) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return l.p.SealedAck(ctx, &protocol.SealedAck{Folder: l.folder.id, Sequence: recs[len(recs)-1].GetSequence()})
+}
+
+// storeNew stores the records of recs that are new, fetching the chunks
+// they need from the peer.
+func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.SealedRecord) error {
 	f := l.folder
+	epoch := f.collected.Load()
 	keep, err := r.fresh(ctx, f, recs)
 	if err != nil {
 		return err
@@ -86,21 +111,30 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 		})
 	}
 	if len(keep) > 0 {
-		if err := r.commit(ctx, f, keep, fetched); err != nil {
+		if err := r.commit(ctx, f, keep, fetched, epoch); err != nil {
 			return err
 		}
 	}
 	r.log.Debug("stored sealed records", "folder", f.id, "records", len(keep), "chunks", len(fetched),
 		"fetch", fetchTime.Round(time.Millisecond), "commit", (time.Since(start) - fetchTime).Round(time.Millisecond))
-	return l.p.SealedAck(ctx, &protocol.SealedAck{Folder: f.id, Sequence: recs[len(recs)-1].GetSequence()})
+	return nil
 }
 
 // fresh returns the records of recs the folder does not hold yet and can
-// store, each (origin, counter) once.
+// store, each (origin, counter) once. A record at or below its origin's
+// high-water mark that is not held was pruned: it is not taken back.
 func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.SealedRecord) ([]*protocol.SealedRecord, error) {
 	type originCounter struct {
 		origin  string
 		counter uint64
+	}
+	hw, err := r.db.ReceiverHighWater(ctx, f.id)
+	if err != nil {
+		return nil, err
+	}
+	pruned := make(map[string]uint64, len(hw.Counters))
+	for _, c := range hw.Counters {
+		pruned[string(c.Origin)] = c.Counter
 	}
 	seen := make(map[originCounter]bool)
 	var keep []*protocol.SealedRecord
@@ -118,7 +152,7 @@ func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.Sealed
 		if err != nil {
 			return nil, err
 		}
-		if !held {
+		if mark, ok := pruned[k.origin]; !held && (!ok || w.GetCounter() > mark) {
 			keep = append(keep, w)
 		}
 	}
@@ -214,16 +248,20 @@ loop:
 
 // commit appends the records of keep the folder still lacks to its log:
 // log sequences, the log object in the store, then one transaction with
-// the records and the chunks of fetched they reference.
-func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.SealedRecord, fetched map[string]int64) error {
+// the records and the chunks of fetched they reference. It fails with
+// errCollected if a prune collected chunks since f.collected was epoch.
+func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.SealedRecord, fetched map[string]int64, epoch uint64) error {
 	f.append.Lock()
 	defer f.append.Unlock()
+	if f.collected.Load() != epoch {
+		return errCollected
+	}
 	// Another connection may have stored some meanwhile.
 	keep, err := r.fresh(ctx, f, keep)
 	if err != nil || len(keep) == 0 {
 		return err
 	}
-	seq, err := r.db.ReceiverSequence(ctx, f.id)
+	seq, err := r.db.ReceiverLastSequence(ctx, f.id)
 	if err != nil {
 		return err
 	}

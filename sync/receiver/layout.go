@@ -49,6 +49,88 @@ type meta struct {
 	Path    string       `json:"path"`
 	LogID   uint64       `json:"logID"`
 	Devices []metaDevice `json:"devices"`
+	// Retention is the folder's policy; absent keeps everything.
+	Retention *metaRetention `json:"retention,omitempty"`
+	// HighWater holds the marks pruning never lowers; absent before the
+	// first prune.
+	HighWater *metaHighWater `json:"highWater,omitempty"`
+}
+
+// metaRetention is a Policy in the meta object.
+type metaRetention struct {
+	KeepLast        int `json:"keepLast,omitempty"`
+	KeepHourly      int `json:"keepHourly,omitempty"`
+	KeepDaily       int `json:"keepDaily,omitempty"`
+	KeepWeekly      int `json:"keepWeekly,omitempty"`
+	KeepMonthly     int `json:"keepMonthly,omitempty"`
+	KeepYearly      int `json:"keepYearly,omitempty"`
+	KeepDeletedDays int `json:"keepDeletedDays,omitempty"`
+}
+
+// metaHighWater is the highest log sequence and, per origin, the highest
+// counter the folder ever held, as of its last prune.
+type metaHighWater struct {
+	Sequence int64         `json:"sequence"`
+	Counters []metaCounter `json:"counters"`
+}
+
+// metaCounter is an origin's highest counter.
+type metaCounter struct {
+	Origin  hexBytes `json:"origin"`
+	Counter uint64   `json:"counter"`
+}
+
+// hexBytes is a byte string written as hex in JSON.
+type hexBytes []byte
+
+func (h hexBytes) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(h)), nil }
+
+func (h *hexBytes) UnmarshalText(b []byte) error {
+	d, err := hex.DecodeString(string(b))
+	*h = d
+	return err
+}
+
+// metaRetentionOf returns p for the meta object, nil for the zero Policy.
+func metaRetentionOf(p Policy) *metaRetention {
+	if p == (Policy{}) {
+		return nil
+	}
+	m := metaRetention(p)
+	return &m
+}
+
+// policy returns the policy m holds.
+func (m *meta) policy() Policy {
+	if m.Retention == nil {
+		return Policy{}
+	}
+	return Policy(*m.Retention)
+}
+
+// metaHighWaterOf returns hw for the meta object, nil when it has no mark.
+func metaHighWaterOf(hw db.ReceiverHighWater) *metaHighWater {
+	if hw.Sequence == 0 && len(hw.Counters) == 0 {
+		return nil
+	}
+	m := &metaHighWater{Sequence: hw.Sequence, Counters: []metaCounter{}}
+	for _, c := range hw.Counters {
+		m.Counters = append(m.Counters, metaCounter{Origin: c.Origin, Counter: c.Counter})
+	}
+	return m
+}
+
+// highWater returns the marks m holds.
+func (m *meta) highWater() db.ReceiverHighWater {
+	var hw db.ReceiverHighWater
+	if m.HighWater == nil {
+		return hw
+	}
+	hw.Sequence = m.HighWater.Sequence
+	for _, c := range m.HighWater.Counters {
+		hw.Counters = append(hw.Counters, db.OriginCounter{Origin: c.Origin, Counter: c.Counter})
+	}
+	return hw
 }
 
 // metaDevice is one device the folder is shared with.
@@ -88,6 +170,23 @@ func parseMeta(fk string, data []byte) (*meta, error) {
 			return nil, fmt.Errorf("%w: meta of %s: device %v twice or zero", ErrCorrupt, fk, d.ID)
 		}
 		seen[d.ID] = true
+	}
+	if m.Retention != nil {
+		if err := m.policy().check(); err != nil {
+			return nil, fmt.Errorf("%w: meta of %s: %w", ErrCorrupt, fk, err)
+		}
+	}
+	if hw := m.HighWater; hw != nil {
+		if hw.Sequence < 0 {
+			return nil, fmt.Errorf("%w: meta of %s: high-water sequence %d", ErrCorrupt, fk, hw.Sequence)
+		}
+		origins := make(map[string]bool)
+		for _, c := range hw.Counters {
+			if len(c.Origin) != db.SealedIDSize || c.Counter > math.MaxInt64 || origins[string(c.Origin)] {
+				return nil, fmt.Errorf("%w: meta of %s: bad or repeated high-water origin %x", ErrCorrupt, fk, []byte(c.Origin))
+			}
+			origins[string(c.Origin)] = true
+		}
 	}
 	return &m, nil
 }
@@ -149,8 +248,9 @@ func checkRecord(w *protocol.SealedRecord) error {
 }
 
 // parseLog decodes the log object stored under key (r/<fk>/log/<first>)
-// of folder folderID. Its records must carry the log sequences first,
-// first+1, ... and a stored time.
+// of folder folderID. Its records must carry strictly increasing log
+// sequences, the first at least the key's (a prune may have taken records
+// out of the object), and a stored time.
 func parseLog(folderID, key string, data []byte) ([]*protocol.SealedRecord, error) {
 	first, err := logFirst(key)
 	if err != nil {
@@ -166,13 +266,15 @@ func parseLog(folderID, key string, data []byte) ([]*protocol.SealedRecord, erro
 	if len(idx.GetRecords()) == 0 {
 		return nil, fmt.Errorf("%w: %s: no records", ErrCorrupt, key)
 	}
+	prev := first - 1 // the lowest sequence allowed is prev+1
 	for i, r := range idx.GetRecords() {
 		if err := checkRecord(r); err != nil {
 			return nil, fmt.Errorf("%w: %s: record %d: %w", ErrCorrupt, key, i, err)
 		}
-		if r.GetSequence() != first+int64(i) {
+		if r.GetSequence() <= prev {
 			return nil, fmt.Errorf("%w: %s: record %d has sequence %d", ErrCorrupt, key, i, r.GetSequence())
 		}
+		prev = r.GetSequence()
 		if r.GetStoredNs() == 0 {
 			return nil, fmt.Errorf("%w: %s: record %d has no stored time", ErrCorrupt, key, i)
 		}

@@ -92,7 +92,7 @@ func (r *Receiver) ClusterConfig(ctx context.Context, p Peer, wf *protocol.Folde
 		}
 	}
 	if cursor > 0 {
-		seq, err := r.db.ReceiverSequence(ctx, f.id)
+		seq, err := r.db.ReceiverLastSequence(ctx, f.id)
 		if err != nil {
 			return err
 		}

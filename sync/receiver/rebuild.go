@@ -65,7 +65,9 @@ type storedFolder struct {
 // ID, envelope, records (same log sequences and stored times) and chunk
 // list. Records referencing a chunk missing from the store are left out
 // (and logged); chunks no record references are not listed. It returns the
-// folder IDs rebuilt. It refuses with ErrNotEmpty if the database already
+// folder IDs rebuilt. Records a prune dropped are gone from the store's
+// log, and its high-water marks and the retention policy come back from
+// the meta object. It refuses with ErrNotEmpty if the database already
 // has folders, and fails with ErrCorrupt on store content that breaks the
 // layout.
 func Rebuild(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger) ([]string, error) {
@@ -171,6 +173,12 @@ func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *
 	if _, err := database.InitReceiverLog(ctx, m.ID, m.LogID); err != nil {
 		return "", err
 	}
+	if err := database.RaiseReceiverHighWater(ctx, m.ID, m.highWater()); err != nil {
+		return "", err
+	}
+	if err := database.SetReceiverRetention(ctx, m.ID, db.ReceiverRetention(m.policy())); err != nil {
+		return "", err
+	}
 	if sf.envelope != "" {
 		env, err := getLimited(ctx, store, sf.envelope, protocol.MaxEnvelopeSize)
 		if err != nil {
@@ -194,7 +202,7 @@ func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *
 		if err != nil {
 			return "", err
 		}
-		if first := wire[0].GetSequence(); first <= last {
+		if first, _ := logFirst(key); first <= last {
 			return "", fmt.Errorf("%w: %s overlaps the log before it (up to %d)", ErrCorrupt, key, last)
 		}
 		last = wire[len(wire)-1].GetSequence()

@@ -285,6 +285,12 @@ func FuzzParseLog(f *testing.F) {
 	f.Add("r/66/log/0000000000000002", good)
 	f.Add("r/66/log/ffffffffffffffff", good)
 	f.Add("r/66/log/0000000000000001", []byte{0x0a, 0x01})
+	gap, _ := proto.Marshal(&protocol.SealedIndex{Folder: folderID, Records: []*protocol.SealedRecord{
+		{Sequence: 3, Origin: origin, Counter: 1, FileKey: origin, StoredNs: 5},
+		{Sequence: 7, Origin: origin, Counter: 2, FileKey: origin, StoredNs: 6},
+	}})
+	f.Add("r/66/log/0000000000000001", gap)
+	f.Add("r/66/log/0000000000000004", gap)
 	f.Fuzz(func(t *testing.T, key string, data []byte) {
 		recs, err := parseLog(folderID, key, data)
 		if err != nil {
@@ -293,11 +299,13 @@ func FuzzParseLog(f *testing.F) {
 			}
 			return
 		}
-		first, _ := logFirst(key)
+		prev, _ := logFirst(key)
+		prev--
 		for i, r := range recs {
-			if r.GetSequence() != first+int64(i) || checkRecord(r) != nil || r.GetStoredNs() <= 0 {
+			if r.GetSequence() <= prev || checkRecord(r) != nil || r.GetStoredNs() <= 0 {
 				t.Fatalf("accepted record %d: %v", i, r)
 			}
+			prev = r.GetSequence()
 		}
 		// What parses is storable: the conversion keeps every field.
 		for _, w := range recs {
@@ -317,6 +325,10 @@ func FuzzParseMeta(f *testing.F) {
 	f.Add(folderKey(folderID), m.encode())
 	f.Add(folderKey(folderID), []byte(`{"id":"f","logID":1,"devices":[{"id":"x"}]}`))
 	f.Add("00", []byte(`{"id":"\u0000","logID":1}`))
+	m.Retention = &metaRetention{KeepLast: 3, KeepDeletedDays: 7}
+	m.HighWater = &metaHighWater{Sequence: 9, Counters: []metaCounter{{Origin: bytes.Repeat([]byte{2}, 32), Counter: 5}}}
+	f.Add(folderKey(folderID), m.encode())
+	f.Add(folderKey(folderID), []byte(`{"id":"f","logID":1,"highWater":{"sequence":1,"counters":[{"origin":"zz","counter":1}]}}`))
 	f.Fuzz(func(t *testing.T, fk string, data []byte) {
 		got, err := parseMeta(fk, data)
 		if err != nil {

@@ -76,8 +76,12 @@ type folder struct {
 	label string
 	logID uint64
 
-	// append serialises the folder's appends and envelope puts.
+	// append serialises the folder's appends, envelope puts, prunes and
+	// meta writes.
 	append sync.Mutex
+	// collected counts the prunes that deleted chunks; an ingest that
+	// sees it change before its commit starts over.
+	collected atomic.Uint64
 
 	// Guarded by Receiver.mu:
 	shared map[crypt.DeviceID]bool
@@ -175,9 +179,26 @@ func (r *Receiver) load(ctx context.Context, f db.Folder, devices map[string]db.
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	old := r.folders[f.ID]
+	r.mu.Unlock()
+	if old != nil {
+		// Meta writes of a running folder are serialised by its lock.
+		old.append.Lock()
+		defer old.append.Unlock()
+	}
+	policy, err := r.db.ReceiverRetention(ctx, f.ID)
+	if err != nil {
+		return nil, err
+	}
+	hw, err := r.db.ReceiverHighWater(ctx, f.ID)
+	if err != nil {
+		return nil, err
+	}
 	nf := &folder{id: f.ID, fk: fk, label: f.Label, logID: logID,
 		shared: make(map[crypt.DeviceID]bool), wake: make(chan struct{})}
-	m := meta{ID: f.ID, Label: f.Label, Path: f.Path, LogID: logID, Devices: []metaDevice{}}
+	m := meta{ID: f.ID, Label: f.Label, Path: f.Path, LogID: logID, Devices: []metaDevice{},
+		Retention: metaRetentionOf(Policy(policy)), HighWater: metaHighWaterOf(hw)}
 	for _, s := range ids {
 		id, err := crypt.ParseDeviceID(s)
 		if err != nil {
@@ -190,12 +211,10 @@ func (r *Receiver) load(ctx context.Context, f db.Folder, devices map[string]db.
 	}
 	nf.meta = m.encode()
 
-	r.mu.Lock()
 	var known []byte
-	if old, ok := r.folders[f.ID]; ok {
-		known = old.meta
+	if old != nil {
+		known = old.metaCopy(r)
 	}
-	r.mu.Unlock()
 	if known == nil {
 		// First load in this process: take back records whose commit the
 		// database lost, and compare the meta with what the store holds.
@@ -279,17 +298,13 @@ func (r *Receiver) ClusterFolders(ctx context.Context, peer crypt.DeviceID) []*p
 
 // clusterFolder describes f for a ClusterConfig.
 func (r *Receiver) clusterFolder(ctx context.Context, f *folder) (*protocol.Folder, error) {
-	seq, err := r.db.ReceiverSequence(ctx, f.id)
+	seq, err := r.db.ReceiverLastSequence(ctx, f.id)
 	if err != nil {
 		return nil, err
 	}
-	origins, err := r.db.SealedOrigins(ctx, f.id)
+	maxCounter, err := r.maxCounters(ctx, f.id)
 	if err != nil {
 		return nil, err
-	}
-	maxCounter := make(map[crypt.DeviceID]uint64, len(origins))
-	for _, o := range origins {
-		maxCounter[crypt.DeviceID(o.Origin)] = o.MaxCounter
 	}
 	m, err := parseMeta(f.fk, f.metaCopy(r))
 	if err != nil {
@@ -304,6 +319,28 @@ func (r *Receiver) clusterFolder(ctx context.Context, f *folder) (*protocol.Fold
 			MaxSequence: int64(maxCounter[d.ID])})
 	}
 	return wf, nil
+}
+
+// maxCounters returns the highest counter held per origin: of the
+// records and of the high-water marks pruning left.
+func (r *Receiver) maxCounters(ctx context.Context, folderID string) (map[crypt.DeviceID]uint64, error) {
+	origins, err := r.db.SealedOrigins(ctx, folderID)
+	if err != nil {
+		return nil, err
+	}
+	hw, err := r.db.ReceiverHighWater(ctx, folderID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[crypt.DeviceID]uint64, len(origins)+len(hw.Counters))
+	for _, o := range origins {
+		out[crypt.DeviceID(o.Origin)] = o.MaxCounter
+	}
+	for _, c := range hw.Counters {
+		id := crypt.DeviceID(c.Origin)
+		out[id] = max(out[id], c.Counter)
+	}
+	return out, nil
 }
 
 // metaCopy returns f's meta object, read under r.mu.
@@ -362,8 +399,12 @@ func (r *Receiver) Status(ctx context.Context, folderID string) (Status, error) 
 	if err != nil {
 		return Status{}, err
 	}
+	seq, err := r.db.ReceiverLastSequence(ctx, folderID)
+	if err != nil {
+		return Status{}, err
+	}
 	out := Status{Records: s.Records, Files: s.Files, Chunks: s.Chunks, StoredBytes: s.StoredBytes,
-		ReferencedBytes: s.ReferencedBytes, LogSequence: s.LogSequence}
+		ReferencedBytes: s.ReferencedBytes, LogSequence: max(s.LogSequence, seq)}
 	if s.StoredBytes > 0 {
 		out.DedupRatio = float64(s.ReferencedBytes) / float64(s.StoredBytes)
 	}

@@ -19,7 +19,7 @@ import (
 // whose sequences do not follow on, end the replay with a log line: the
 // next batch overwrites them.
 func (r *Receiver) replayTail(ctx context.Context, folderID, fk string) error {
-	last, err := r.db.ReceiverSequence(ctx, folderID)
+	last, err := r.db.ReceiverLastSequence(ctx, folderID)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (r *Receiver) replayTail(ctx context.Context, folderID, fk string) error {
 			return err
 		}
 		wire, err := parseLog(folderID, key, data)
-		if err != nil || wire[0].GetSequence() != last+1 {
+		if first, _ := logFirst(key); err != nil || first != last+1 {
 			r.log.Warn("log object beyond the database does not follow on; left for the next batch to replace", "folder", folderID, "key", key, "err", err)
 			return nil
 		}

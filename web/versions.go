@@ -1,0 +1,176 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lockstep/storage/db"
+	"lockstep/sync/engine"
+	"lockstep/sync/receiver"
+	"lockstep/sync/versions"
+)
+
+func (s *Server) versionRoutes(r *echo.Group) {
+	r.GET("/folders/:id/versioning", s.getVersioning)
+	r.PUT("/folders/:id/versioning", s.putVersioning)
+	r.GET("/folders/:id/versions", s.getVersions)
+	r.POST("/folders/:id/restore", s.postRestore)
+	r.POST("/folders/:id/prune", s.postPrune)
+	r.GET("/folders/:id/retention", s.getRetention)
+	r.PUT("/folders/:id/retention", s.putRetention)
+}
+
+// folderError maps the engine's and the store's errors about a folder to
+// HTTP errors.
+func folderError(id string, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrNoFolder), errors.Is(err, db.ErrNotFound):
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no folder %q", id))
+	case errors.Is(err, receiver.ErrNotHeld):
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("this node holds no encrypted folder %q", id))
+	case errors.Is(err, versions.ErrInvalidPolicy), errors.Is(err, versions.ErrInvalidID), errors.Is(err, receiver.ErrInvalidPolicy):
+		return badRequest(err.Error())
+	case errors.Is(err, fs.ErrNotExist):
+		return echo.NewHTTPError(http.StatusNotFound, err.Error())
+	}
+	return err
+}
+
+func (s *Server) getVersioning(c echo.Context) error {
+	id := c.Param("id")
+	p, err := s.cfg.Engine.Versioning(c.Request().Context(), id)
+	if err != nil {
+		return folderError(id, err)
+	}
+	return c.JSON(http.StatusOK, Versioning{Type: string(cmpType(p.Type)), Keep: p.Keep, Days: p.Days})
+}
+
+// cmpType names the zero type "none".
+func cmpType(t versions.Type) versions.Type {
+	if t == "" {
+		return versions.None
+	}
+	return t
+}
+
+func (s *Server) putVersioning(c echo.Context) error {
+	id := c.Param("id")
+	var req Versioning
+	if err := c.Bind(&req); err != nil {
+		return badRequest("invalid JSON body")
+	}
+	p, err := versions.ParsePolicy(req.Type, req.Keep, req.Days)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	if err := s.cfg.Engine.SetVersioning(c.Request().Context(), id, p); err != nil {
+		return folderError(id, err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) getVersions(c echo.Context) error {
+	id := c.Param("id")
+	vs, err := s.cfg.Engine.Versions(c.Request().Context(), id, c.QueryParam("path"))
+	if err != nil {
+		return folderError(id, err)
+	}
+	out := make([]FileVersion, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, FileVersion{Path: v.Path, Version: v.ID, Time: v.Time, Size: v.Size, Source: "local"})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) postRestore(c echo.Context) error {
+	id := c.Param("id")
+	ctx := c.Request().Context()
+	var req Restore
+	if err := c.Bind(&req); err != nil {
+		return badRequest("invalid JSON body")
+	}
+	switch {
+	case req.All:
+		return echo.NewHTTPError(http.StatusNotImplemented, "restoring a whole folder at a time (--all) is not supported yet; restore files one by one")
+	case req.Path == "":
+		return badRequest("name the file to restore")
+	case req.Version != "" && req.At != "":
+		return badRequest("give --version or --at, not both")
+	}
+	version := req.Version
+	if version == "" {
+		vs, err := s.cfg.Engine.Versions(ctx, id, req.Path)
+		if err != nil {
+			return folderError(id, err)
+		}
+		if version, err = pickVersion(vs, req.At); err != nil {
+			return err
+		}
+	}
+	where, err := s.cfg.Engine.RestoreVersion(ctx, id, version, req.To)
+	if err != nil {
+		return folderError(id, err)
+	}
+	return c.JSON(http.StatusOK, Restored{Restored: []string{where}})
+}
+
+// pickVersion chooses the version to restore from vs (newest first): the
+// newest, or with at, the version that was current at that time — the
+// first one archived after it (a version is archived when it stops being
+// current).
+func pickVersion(vs []versions.Version, at string) (string, error) {
+	if len(vs) == 0 {
+		return "", echo.NewHTTPError(http.StatusNotFound, "no kept versions of that file")
+	}
+	if at == "" {
+		return vs[0].ID, nil
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return "", badRequest(fmt.Sprintf("--at %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", at))
+	}
+	pick := ""
+	for _, v := range vs { // newest first: the last one after t is the earliest
+		if v.Time.After(t) {
+			pick = v.ID
+		}
+	}
+	if pick == "" {
+		return "", echo.NewHTTPError(http.StatusConflict, "the file has not changed since then: the current one is the version at that time")
+	}
+	return pick, nil
+}
+
+func (s *Server) postPrune(c echo.Context) error {
+	id := c.Param("id")
+	ctx := c.Request().Context()
+	var req Prune
+	if err := c.Bind(&req); err != nil {
+		return badRequest("invalid JSON body")
+	}
+	f, err := s.cfg.DB.Folder(ctx, id)
+	if err != nil {
+		return folderError(id, err)
+	}
+	if f.Type == db.Encrypted {
+		return s.pruneReceiver(c, id, req)
+	}
+	if req.DryRun {
+		return badRequest("--dry-run is for receivers; on this device prune cleans local versions")
+	}
+	gone, err := s.cfg.Engine.CleanVersions(ctx, id)
+	if err != nil {
+		return folderError(id, err)
+	}
+	out := Pruned{Versions: []FileVersion{}}
+	for _, v := range gone {
+		out.Versions = append(out.Versions, FileVersion{Path: v.Path, Version: v.ID, Time: v.Time, Size: v.Size, Source: "local"})
+		out.Bytes += v.Size
+	}
+	return c.JSON(http.StatusOK, out)
+}
