@@ -116,7 +116,7 @@ func newFolder(g *globals) *cobra.Command {
 			return simplePost(c, g, http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/allow-deletes", "folder "+args[0]+" goes on")
 		},
 	}
-	c.AddCommand(add, share, list, remove, allow)
+	c.AddCommand(add, share, list, remove, allow, newVersioning(g), newRetention(g))
 	return c
 }
 

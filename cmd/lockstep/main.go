@@ -58,6 +58,7 @@ func newRoot() *cobra.Command {
 		newInit(g), newID(g), newServe(g),
 		newDevice(g), newPending(g), newStatus(g),
 		newFolder(g), newScan(g), newRecover(g),
+		newVersions(g), newRestore(g), newPrune(g),
 	)
 	return root
 }

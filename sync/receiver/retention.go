@@ -19,9 +19,6 @@ import (
 // negative number.
 var ErrInvalidPolicy = errors.New("invalid retention policy")
 
-// defaultGrace is how long an unreferenced chunk stays when
-// PruneOptions.Grace is 0.
-const defaultGrace = time.Hour
 
 // Policy is a folder's retention on a receiver. The zero Policy keeps
 // everything.
@@ -42,7 +39,7 @@ type Policy struct {
 // PruneOptions tune Prune.
 type PruneOptions struct {
 	DryRun bool
-	Grace  time.Duration // chunks unreferenced for less than this stay (default 1h when 0)
+	Grace  time.Duration // chunks stored less than this long ago stay even unreferenced (0: none; the CLI's default is 1h)
 	Now    time.Time     // zero: time.Now()
 }
 
@@ -142,9 +139,6 @@ func (r *Receiver) updateMeta(ctx context.Context, f *folder, change func(*meta)
 func (r *Receiver) Prune(ctx context.Context, folderID string, o PruneOptions) (PruneResult, error) {
 	if o.Grace < 0 {
 		return PruneResult{}, fmt.Errorf("%w: negative grace %v", ErrInvalidPolicy, o.Grace)
-	}
-	if o.Grace == 0 {
-		o.Grace = defaultGrace
 	}
 	if o.Now.IsZero() {
 		o.Now = time.Now()

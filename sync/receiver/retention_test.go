@@ -238,14 +238,14 @@ func testPrune(t *testing.T, store blob.Store) {
 	}
 	want := PruneResult{Records: 3, Files: 1, Chunks: 3, Bytes: 20 + 50 + 80, Kept: 3}
 	recsBefore, chunksBefore := n.records(t), n.chunkSizes(t)
-	dry, err := n.r.Prune(ctx, folderID, PruneOptions{DryRun: true, Now: now})
+	dry, err := n.r.Prune(ctx, folderID, PruneOptions{DryRun: true, Grace: time.Hour, Now: now})
 	if err != nil || dry != want {
 		t.Fatalf("dry run = %+v, %v; want %+v", dry, err, want)
 	}
 	if !reflect.DeepEqual(n.records(t), recsBefore) || !reflect.DeepEqual(n.chunkSizes(t), chunksBefore) {
 		t.Fatal("a dry run changed the database")
 	}
-	got, err := n.r.Prune(ctx, folderID, PruneOptions{Now: now})
+	got, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour, Now: now})
 	if err != nil || got != want {
 		t.Fatalf("Prune = %+v, %v; want %+v", got, err, want)
 	}
@@ -279,7 +279,7 @@ func testPrune(t *testing.T, store blob.Store) {
 		{freshAt.Add(time.Hour), PruneResult{Kept: 3}},
 		{freshAt.Add(time.Hour + time.Second), PruneResult{Kept: 3, Chunks: 1, Bytes: 70}},
 	} {
-		if got, err := n.r.Prune(ctx, folderID, PruneOptions{Now: c.at}); err != nil || got != c.want {
+		if got, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour, Now: c.at}); err != nil || got != c.want {
 			t.Fatalf("Prune at fresh+%v = %+v, %v; want %+v", c.at.Sub(freshAt), got, err, c.want)
 		}
 	}
@@ -292,7 +292,7 @@ func testPrune(t *testing.T, store blob.Store) {
 		t.Fatal(err)
 	}
 	n.commitRecs(t, stamped(q, 2, 3, old.Add(time.Minute), true))
-	if _, err := n.r.Prune(ctx, folderID, PruneOptions{Now: now}); err != nil {
+	if _, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	seq, counters := n.counters(t, p.id)
@@ -417,7 +417,7 @@ func BenchmarkPrune10k(b *testing.B) {
 		b.StopTimer()
 		n := benchNode(b)
 		b.StartTimer()
-		res, err := n.r.Prune(ctx, folderID, PruneOptions{Now: time.Now().Add(2 * time.Hour)})
+		res, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour, Now: time.Now().Add(2 * time.Hour)})
 		if err != nil || res.Records != 8000 || res.Chunks != 8000 {
 			b.Fatalf("Prune = %+v, %v", res, err)
 		}

@@ -1,0 +1,178 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+type versionJSON struct {
+	Path    string    `json:"path"`
+	Version string    `json:"version"`
+	Time    time.Time `json:"time"`
+	Size    int64     `json:"size"`
+	Source  string    `json:"source"`
+}
+
+func (n *node) versions(args ...string) []versionJSON {
+	n.t.Helper()
+	var vs []versionJSON
+	if err := json.Unmarshal([]byte(n.cli(append(append([]string{"versions"}, args...), "--json")...)), &vs); err != nil {
+		n.t.Fatal(err)
+	}
+	return vs
+}
+
+func waitContent(t *testing.T, path, want string) {
+	t.Helper()
+	eventually(t, converge, path+" to read "+want, func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && string(b) == want
+	})
+}
+
+// TestVersioningAndRestore: with versioning on, files a peer replaces or
+// deletes are kept under .lockstep/versions, listed, restored in place
+// (which syncs) or elsewhere, and cleaned by prune.
+func TestVersioningAndRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long end-to-end test")
+	}
+	c := newCluster(t, 2)
+	b := c.nodes[1]
+	b.cli("folder", "versioning", "f", "--type", "simple", "--keep", "5")
+	if out := b.cli("folder", "versioning", "f"); !strings.Contains(out, "simple") {
+		t.Fatalf("versioning shows %q", out)
+	}
+	x, y := filepath.Join(c.dirs[0], "x.txt"), filepath.Join(c.dirs[0], "sub", "y.txt")
+	for i, v := range []string{"one", "two", "three"} {
+		writeFile(t, x, []byte(v), 0o644)
+		if i == 0 {
+			writeFile(t, y, []byte("doomed"), 0o644)
+		}
+		waitContent(t, filepath.Join(c.dirs[1], "x.txt"), v)
+	}
+	if err := os.Remove(y); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, converge, "the deletion to reach b", func() bool {
+		_, err := os.Stat(filepath.Join(c.dirs[1], "sub", "y.txt"))
+		return os.IsNotExist(err)
+	})
+	vs := b.versions("f", "x.txt")
+	if len(vs) != 2 || vs[0].Size != 3 || vs[1].Size != 3 || !vs[0].Time.After(vs[1].Time.Add(-time.Second)) {
+		t.Fatalf("versions of x.txt on b: %+v", vs)
+	}
+	if _, err := os.Stat(filepath.Join(c.dirs[1], ".lockstep", "versions")); err != nil {
+		t.Fatalf("versions are not plain files under .lockstep/versions: %v", err)
+	}
+	if got := b.versions("f", "sub/y.txt"); len(got) != 1 || got[0].Size != 6 {
+		t.Fatalf("versions of the deleted file: %+v", got)
+	}
+
+	// The oldest version, elsewhere.
+	out := filepath.Join(t.TempDir(), "out")
+	b.cli("restore", "f", "x.txt", "--version", vs[1].Version, "--to", out)
+	if got, _ := os.ReadFile(filepath.Join(out, "x.txt")); string(got) != "one" {
+		t.Fatalf("restored elsewhere: %q", got)
+	}
+	// The newest, in place: it syncs back to a, and "three" is kept.
+	b.cli("restore", "f", "x.txt")
+	waitContent(t, x, "two")
+	// The deleted file comes back everywhere.
+	b.cli("restore", "f", "sub/y.txt")
+	waitContent(t, y, "doomed")
+	// Restoring copies the version, and the replaced "three" is kept too.
+	if got := b.versions("f", "x.txt"); len(got) != 3 || got[0].Size != 5 {
+		t.Fatalf("after restoring in place, versions of x.txt: %+v", got)
+	}
+
+	// Prune with a smaller policy keeps the newest version per file.
+	b.cli("folder", "versioning", "f", "--type", "simple", "--keep", "1")
+	res := b.cli("prune", "f")
+	if !strings.Contains(res, "removed 2 local versions") {
+		t.Fatalf("prune said %q", res)
+	}
+	if got := b.versions("f", "x.txt"); len(got) != 1 {
+		t.Fatalf("after prune, versions of x.txt: %+v", got)
+	}
+	r := run(t, b.home, "restore", "f", "x.txt", "--version", "no-such-version")
+	if r.code == 0 {
+		t.Fatal("restoring an unknown version succeeded")
+	}
+	assertOneLineError(t, r)
+	waitSame(t, converge, c.dirs[0], c.dirs[1])
+}
+
+// TestReceiverPrune: a receiver applies its retention policy on its own,
+// frees the chunks only dropped versions used, and the trusted device
+// carries on without seeing a rollback.
+func TestReceiverPrune(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long end-to-end test")
+	}
+	a, r := startNode(t, "a"), startNode(t, "r")
+	dir := filepath.Join(t.TempDir(), "a")
+	x := filepath.Join(dir, "x.bin")
+	writeFile(t, x, randomBytes(1, 300_000), 0o644)
+	a.cli("folder", "add", "docs", dir)
+	holdFolder(t, r, "docs", a)
+	pw := passwordFile(t, "pw")
+	backUpTo(t, a, r, "docs", pw)
+	waitBackedUp(t, a, r, "docs")
+	for i := range 3 {
+		writeFile(t, x, randomBytes(uint64(10+i), 300_000), 0o644)
+		a.cli("scan", "docs")
+		want := int64(2 + i)
+		eventually(t, converge, "r to hold the new version", func() bool {
+			st := r.encFolder("docs")
+			return st.Receiver != nil && st.Receiver.Records >= want
+		})
+	}
+	waitBackedUp(t, a, r, "docs")
+	before := r.encFolder("docs").Receiver
+
+	r.cli("folder", "retention", "docs", "--keep-last", "1")
+	if out := r.cli("prune", "docs", "--dry-run", "--grace", "0s"); !strings.Contains(out, "would drop 3 versions") {
+		t.Fatalf("dry run said %q", out)
+	}
+	if got := r.encFolder("docs").Receiver; got.Records != before.Records {
+		t.Fatalf("the dry run dropped records: %+v", got)
+	}
+	out := r.cli("prune", "docs", "--grace", "0s")
+	if !strings.Contains(out, "dropped 3 versions") {
+		t.Fatalf("prune said %q", out)
+	}
+	after := r.encFolder("docs").Receiver
+	if after.Records != before.Records-3 || after.StoredBytes >= before.StoredBytes {
+		t.Fatalf("after prune %+v, before %+v", after, before)
+	}
+	t.Logf("prune: %s; stored bytes %d -> %d", strings.TrimSpace(out), before.StoredBytes, after.StoredBytes)
+
+	// The device carries on: a new version is backed up, no alarm.
+	writeFile(t, x, randomBytes(99, 300_000), 0o644)
+	a.cli("scan", "docs")
+	eventually(t, converge, "r to hold the newest version", func() bool {
+		return r.encFolder("docs").Receiver.Records == after.Records+1
+	})
+	waitBackedUp(t, a, r, "docs")
+	if _, _, e := a.encFolder("docs").peer(r.ID); e != "" {
+		t.Fatalf("a reports a problem after the prune: %s", e)
+	}
+	// And the current state still recovers.
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	newHome := filepath.Join(t.TempDir(), "new")
+	newID := lastLine(mustRun(t, newHome, "init"))
+	r.cli("device", "add", newID)
+	r.cli("folder", "share", "docs", newID)
+	dst := filepath.Join(t.TempDir(), "recovered")
+	mustRun(t, newHome, "recover", "--from", r.Listen, "--device", r.ID, "--folder", "docs", "--password-file", pw, "--to", dst)
+	if d := diffTrees(snapshot(t, dir), snapshot(t, dst)); d != "" {
+		t.Fatalf("recovered tree differs:\n%s", d)
+	}
+}
