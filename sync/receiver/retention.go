@@ -19,7 +19,6 @@ import (
 // negative number.
 var ErrInvalidPolicy = errors.New("invalid retention policy")
 
-
 // Policy is a folder's retention on a receiver. The zero Policy keeps
 // everything.
 //
