@@ -311,6 +311,11 @@ const (
 	// previous did not match, the one that was there, which the requester
 	// must open instead of making a second folder key.
 	RequestKind_REQUEST_KIND_ENVELOPE_PUT RequestKind = 3
+	// A receiver's records of one file (file_key) or, with file_key empty,
+	// of every file of the folder: the answer is a SealedIndex of them, with
+	// log sequences and stored times, at most size bytes
+	// (ERROR_CODE_INVALID_FILE when they do not fit).
+	RequestKind_REQUEST_KIND_VERSIONS RequestKind = 4
 )
 
 // Enum value maps for RequestKind.
@@ -320,12 +325,14 @@ var (
 		1: "REQUEST_KIND_SEALED_CHUNK",
 		2: "REQUEST_KIND_ENVELOPE_GET",
 		3: "REQUEST_KIND_ENVELOPE_PUT",
+		4: "REQUEST_KIND_VERSIONS",
 	}
 	RequestKind_value = map[string]int32{
 		"REQUEST_KIND_FILE_BLOCK":   0,
 		"REQUEST_KIND_SEALED_CHUNK": 1,
 		"REQUEST_KIND_ENVELOPE_GET": 2,
 		"REQUEST_KIND_ENVELOPE_PUT": 3,
+		"REQUEST_KIND_VERSIONS":     4,
 	}
 )
 
@@ -1128,7 +1135,10 @@ type Request struct {
 	Envelope []byte `protobuf:"bytes,10,opt,name=envelope,proto3" json:"envelope,omitempty"`
 	// REQUEST_KIND_ENVELOPE_PUT: SHA-256 of the envelope being replaced (32
 	// bytes), or empty when the sender expects none (checked on receipt).
-	Previous      []byte `protobuf:"bytes,11,opt,name=previous,proto3" json:"previous,omitempty"`
+	Previous []byte `protobuf:"bytes,11,opt,name=previous,proto3" json:"previous,omitempty"`
+	// REQUEST_KIND_VERSIONS: the file key (32 bytes), or empty for every
+	// file (checked on receipt).
+	FileKey       []byte `protobuf:"bytes,12,opt,name=file_key,json=fileKey,proto3" json:"file_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1236,6 +1246,13 @@ func (x *Request) GetEnvelope() []byte {
 func (x *Request) GetPrevious() []byte {
 	if x != nil {
 		return x.Previous
+	}
+	return nil
+}
+
+func (x *Request) GetFileKey() []byte {
+	if x != nil {
+		return x.FileKey
 	}
 	return nil
 }
@@ -1749,7 +1766,7 @@ const file_lockstep_proto_rawDesc = "" +
 	"\tBlockInfo\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\fR\x04hash\"\xad\x02\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\"\xc8\x02\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
 	"\x06folder\x18\x02 \x01(\tR\x06folder\x12\x12\n" +
@@ -1762,7 +1779,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\bchunk_id\x18\t \x01(\fR\achunkId\x12\x1a\n" +
 	"\benvelope\x18\n" +
 	" \x01(\fR\benvelope\x12\x1a\n" +
-	"\bprevious\x18\v \x01(\fR\bprevious\"Z\n" +
+	"\bprevious\x18\v \x01(\fR\bprevious\x12\x19\n" +
+	"\bfile_key\x18\f \x01(\fR\afileKey\"Z\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12*\n" +
@@ -1816,12 +1834,13 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x13ERROR_CODE_NO_ERROR\x10\x00\x12\x16\n" +
 	"\x12ERROR_CODE_GENERIC\x10\x01\x12\x1b\n" +
 	"\x17ERROR_CODE_NO_SUCH_FILE\x10\x02\x12\x1b\n" +
-	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\x87\x01\n" +
+	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\xa2\x01\n" +
 	"\vRequestKind\x12\x1b\n" +
 	"\x17REQUEST_KIND_FILE_BLOCK\x10\x00\x12\x1d\n" +
 	"\x19REQUEST_KIND_SEALED_CHUNK\x10\x01\x12\x1d\n" +
 	"\x19REQUEST_KIND_ENVELOPE_GET\x10\x02\x12\x1d\n" +
-	"\x19REQUEST_KIND_ENVELOPE_PUT\x10\x03B\x18Z\x16lockstep/sync/protocolb\x06proto3"
+	"\x19REQUEST_KIND_ENVELOPE_PUT\x10\x03\x12\x19\n" +
+	"\x15REQUEST_KIND_VERSIONS\x10\x04B\x18Z\x16lockstep/sync/protocolb\x06proto3"
 
 var (
 	file_lockstep_proto_rawDescOnce sync.Once

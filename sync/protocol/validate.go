@@ -59,6 +59,9 @@ func validate(msg proto.Message) error {
 		if n := len(m.GetPrevious()); n != 0 && n != HashSize {
 			return fmt.Errorf("request: previous envelope hash of %d bytes", n)
 		}
+		if n := len(m.GetFileKey()); n != 0 && n != HashSize {
+			return fmt.Errorf("request: file key of %d bytes", n)
+		}
 	case *SealedIndex:
 		return validateSealed(m.GetRecords())
 	case *SealedAck:

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"io"
 
 	"lockstep/crypt"
@@ -28,6 +29,16 @@ func (r *Receiver) Request(ctx context.Context, peer crypt.DeviceID, req *protoc
 	switch req.GetKind() {
 	case protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK:
 		return r.serveChunk(ctx, f, req)
+	case protocol.RequestKind_REQUEST_KIND_VERSIONS:
+		recs, err := r.db.SealedRecordsOfFile(ctx, f.id, req.GetFileKey())
+		if err != nil {
+			return nil, err
+		}
+		data, err := proto.Marshal(&protocol.SealedIndex{Folder: f.id, Records: toWire(recs)})
+		if err != nil {
+			return nil, err
+		}
+		return fitting(data, req)
 	case protocol.RequestKind_REQUEST_KIND_ENVELOPE_GET:
 		env, _, err := r.db.ReceiverEnvelope(ctx, f.id)
 		if errors.Is(err, db.ErrNotFound) {

@@ -1,11 +1,16 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
+	"lockstep/sync/protocol"
 )
 
 // TestReplayTail: records whose log object reached the store but whose
@@ -79,4 +84,39 @@ func TestDeletionFlagKept(t *testing.T) {
 	}
 	m := &node{id: n.id, db: fresh, store: n.store}
 	check("rebuilt", m.records(t))
+}
+
+// TestVersionsRequest: a device asks for the records of one file, or of
+// all, and gets them with their stored times; a file key that is not held
+// gets none.
+func TestVersionsRequest(t *testing.T) {
+	ctx := context.Background()
+	n, src := filled(t, 3)
+	again := record(src, 4, 2) // a second version of file 2
+	src.send(t, again)
+	waitFor(t, "ack", func() bool { return src.lastAck() == 4 })
+	ask := func(fileKey []byte, size uint32) (*protocol.SealedIndex, error) {
+		data, err := n.r.Request(ctx, src.id, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_VERSIONS, Folder: folderID, FileKey: fileKey, Size: size})
+		if err != nil {
+			return nil, err
+		}
+		var idx protocol.SealedIndex
+		return &idx, proto.Unmarshal(data, &idx)
+	}
+	idx, err := ask(again.GetFileKey(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.GetRecords()) != 2 || idx.GetRecords()[1].GetCounter() != 4 || idx.GetRecords()[0].GetStoredNs() == 0 {
+		t.Fatalf("versions of file 2: %v", idx.GetRecords())
+	}
+	if idx, err := ask(nil, 1<<20); err != nil || len(idx.GetRecords()) != 4 {
+		t.Fatalf("versions of every file: %v, %v", idx, err)
+	}
+	if idx, err := ask(bytes.Repeat([]byte{0xab}, 32), 1<<20); err != nil || len(idx.GetRecords()) != 0 {
+		t.Fatalf("versions of an unknown file: %v, %v", idx, err)
+	}
+	if _, err := ask(nil, 10); !errors.Is(err, protocol.ErrInvalidFile) {
+		t.Fatalf("an answer larger than asked for: %v", err)
+	}
 }
