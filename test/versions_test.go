@@ -176,3 +176,73 @@ func TestReceiverPrune(t *testing.T) {
 		t.Fatalf("recovered tree differs:\n%s", d)
 	}
 }
+
+// TestReceiverVersionsAndRestore: a trusted device lists the versions a
+// receiver keeps and restores one file, or the whole folder as it was at a
+// time, from them.
+func TestReceiverVersionsAndRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long end-to-end test")
+	}
+	a, r := startNode(t, "a"), startNode(t, "r")
+	dir := filepath.Join(t.TempDir(), "a")
+	x, y := filepath.Join(dir, "x.txt"), filepath.Join(dir, "d", "y.bin")
+	writeFile(t, x, []byte("version one"), 0o644)
+	writeFile(t, y, randomBytes(3, 500_000), 0o640)
+	a.cli("folder", "add", "docs", dir)
+	holdFolder(t, r, "docs", a)
+	backUpTo(t, a, r, "docs", passwordFile(t, "pw"))
+	waitBackedUp(t, a, r, "docs")
+	time.Sleep(1100 * time.Millisecond)
+	then := time.Now().UTC()
+	time.Sleep(1100 * time.Millisecond)
+	for _, v := range []string{"version two", "version three"} {
+		writeFile(t, x, []byte(v), 0o644)
+		a.cli("scan", "docs")
+		eventually(t, converge, "the new version on r", func() bool {
+			for _, vv := range a.versions("docs", "x.txt") {
+				if vv.Size == int64(len(v)) && vv.Source == r.ID && vv.Time.After(then) && len(a.versions("docs", "x.txt")) >= 2 {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	writeFile(t, filepath.Join(dir, "later.txt"), []byte("made after"), 0o644)
+	a.cli("scan", "docs")
+	waitBackedUp(t, a, r, "docs")
+
+	vs := a.versions("docs", "x.txt")
+	if len(vs) != 3 {
+		t.Fatalf("versions of x.txt: %+v", vs)
+	}
+	for _, v := range vs {
+		if v.Source != r.ID {
+			t.Fatalf("a version from %q, want the receiver", v.Source)
+		}
+	}
+	oldest := vs[len(vs)-1]
+
+	out := filepath.Join(t.TempDir(), "one")
+	a.cli("restore", "docs", "x.txt", "--version", oldest.Version, "--to", out)
+	if got, _ := os.ReadFile(filepath.Join(out, "x.txt")); string(got) != "version one" {
+		t.Fatalf("restored from the receiver: %q", got)
+	}
+
+	all := filepath.Join(t.TempDir(), "all")
+	a.cli("restore", "docs", "--all", "--at", then.Format(time.RFC3339), "--to", all)
+	if got, _ := os.ReadFile(filepath.Join(all, "x.txt")); string(got) != "version one" {
+		t.Fatalf("x.txt as it was: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(all, "d", "y.bin")); string(got) != string(randomBytes(3, 500_000)) {
+		t.Fatal("d/y.bin as it was differs")
+	}
+	if _, err := os.Stat(filepath.Join(all, "later.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a file made after the time was restored (%v)", err)
+	}
+
+	// In place, by time: the folder goes back and the receiver gets it.
+	a.cli("restore", "docs", "x.txt", "--at", then.Format(time.RFC3339))
+	waitContent(t, x, "version one")
+	eventually(t, converge, "the restored version backed up", func() bool { return len(a.versions("docs", "x.txt")) == 4 })
+}

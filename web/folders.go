@@ -30,6 +30,8 @@ type Engine interface {
 	Versions(ctx context.Context, folderID, path string) ([]versions.Version, error)
 	CleanVersions(ctx context.Context, folderID string) ([]versions.Version, error)
 	RestoreVersion(ctx context.Context, folderID, id, toDir string) (string, error)
+	ReceiverVersions(ctx context.Context, folderID, path string) ([]engine.ReceiverVersion, error)
+	RestoreFromReceiver(ctx context.Context, folderID string, vs []engine.ReceiverVersion, toDir string) ([]string, error)
 }
 
 // Receiver reports and manages a receiver's encrypted folders.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -76,14 +78,23 @@ func (s *Server) putVersioning(c echo.Context) error {
 
 func (s *Server) getVersions(c echo.Context) error {
 	id := c.Param("id")
-	vs, err := s.cfg.Engine.Versions(c.Request().Context(), id, c.QueryParam("path"))
+	ctx := c.Request().Context()
+	vs, err := s.cfg.Engine.Versions(ctx, id, c.QueryParam("path"))
 	if err != nil {
 		return folderError(id, err)
 	}
-	out := make([]FileVersion, 0, len(vs))
+	rvs, err := s.cfg.Engine.ReceiverVersions(ctx, id, c.QueryParam("path"))
+	if err != nil {
+		return folderError(id, err)
+	}
+	out := make([]FileVersion, 0, len(vs)+len(rvs))
 	for _, v := range vs {
 		out = append(out, FileVersion{Path: v.Path, Version: v.ID, Time: v.Time, Size: v.Size, Source: "local"})
 	}
+	for _, v := range rvs {
+		out = append(out, FileVersion{Path: v.Path, Version: v.ID, Time: v.Stored, Size: v.Size, Deleted: v.Deleted, Source: v.Receiver.String()})
+	}
+	slices.SortStableFunc(out, func(a, b FileVersion) int { return b.Time.Compare(a.Time) })
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -94,13 +105,40 @@ func (s *Server) postRestore(c echo.Context) error {
 	if err := c.Bind(&req); err != nil {
 		return badRequest("invalid JSON body")
 	}
+	var at time.Time
+	if req.At != "" {
+		t, err := time.Parse(time.RFC3339, req.At)
+		if err != nil {
+			return badRequest(fmt.Sprintf("--at %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", req.At))
+		}
+		at = t
+	}
 	switch {
+	case req.All && (req.At == "" || req.To == ""):
+		return badRequest("--all needs --at and --to")
 	case req.All:
-		return echo.NewHTTPError(http.StatusNotImplemented, "restoring a whole folder at a time (--all) is not supported yet; restore files one by one")
+		return s.restoreAll(c, id, at, req.To)
 	case req.Path == "":
 		return badRequest("name the file to restore")
 	case req.Version != "" && req.At != "":
 		return badRequest("give --version or --at, not both")
+	}
+	rvs, err := s.cfg.Engine.ReceiverVersions(ctx, id, req.Path)
+	if err != nil {
+		return folderError(id, err)
+	}
+	if engine.IsReceiverVersion(req.Version) {
+		for _, v := range rvs {
+			if v.ID == req.Version {
+				return s.restoreFromReceiver(c, id, []engine.ReceiverVersion{v}, req.To)
+			}
+		}
+		return echo.NewHTTPError(http.StatusNotFound, "no connected receiver holds that version")
+	}
+	if req.At != "" {
+		if v, ok := receiverPick(rvs, at); ok {
+			return s.restoreFromReceiver(c, id, []engine.ReceiverVersion{v}, req.To)
+		}
 	}
 	version := req.Version
 	if version == "" {
@@ -119,13 +157,63 @@ func (s *Server) postRestore(c echo.Context) error {
 	return c.JSON(http.StatusOK, Restored{Restored: []string{where}})
 }
 
-// pickVersion chooses the version to restore from vs (newest first): the
-// newest, or with at, the version that was current at that time — the
-// first one archived after it (a version is archived when it stops being
-// current).
+// receiverPick chooses among a file's receiver versions (newest first)
+// the one current at a time: the newest stored by then, unless that is a
+// deletion.
+func receiverPick(rvs []engine.ReceiverVersion, at time.Time) (engine.ReceiverVersion, bool) {
+	for _, v := range rvs {
+		if v.Stored.After(at) {
+			continue
+		}
+		if v.Deleted {
+			return engine.ReceiverVersion{}, false
+		}
+		return v, true
+	}
+	return engine.ReceiverVersion{}, false
+}
+
+// restoreAll writes the whole folder as it was at a time, from a receiver.
+func (s *Server) restoreAll(c echo.Context, id string, at time.Time, to string) error {
+	rvs, err := s.cfg.Engine.ReceiverVersions(c.Request().Context(), id, "")
+	if err != nil {
+		return folderError(id, err)
+	}
+	if len(rvs) == 0 {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "no connected receiver holds versions of this folder")
+	}
+	byPath := map[string]engine.ReceiverVersion{}
+	for _, v := range rvs { // newest first: the first at or before at wins
+		if _, done := byPath[v.Path]; done || v.Stored.After(at) {
+			continue
+		}
+		byPath[v.Path] = v
+	}
+	var pick []engine.ReceiverVersion
+	for _, v := range byPath {
+		if !v.Deleted {
+			pick = append(pick, v)
+		}
+	}
+	slices.SortFunc(pick, func(a, b engine.ReceiverVersion) int { return strings.Compare(a.Path, b.Path) })
+	return s.restoreFromReceiver(c, id, pick, to)
+}
+
+func (s *Server) restoreFromReceiver(c echo.Context, id string, vs []engine.ReceiverVersion, to string) error {
+	done, err := s.cfg.Engine.RestoreFromReceiver(c.Request().Context(), id, vs, to)
+	if err != nil {
+		return folderError(id, err)
+	}
+	return c.JSON(http.StatusOK, Restored{Restored: append([]string{}, done...)})
+}
+
+// pickVersion chooses the local version to restore from vs (newest
+// first): the newest, or with at, the version that was current at that
+// time — the first one archived after it (a version is archived when it
+// stops being current).
 func pickVersion(vs []versions.Version, at string) (string, error) {
 	if len(vs) == 0 {
-		return "", echo.NewHTTPError(http.StatusNotFound, "no kept versions of that file")
+		return "", echo.NewHTTPError(http.StatusNotFound, "no kept versions of that file here; see `versions` for those on receivers and give --version")
 	}
 	if at == "" {
 		return vs[0].ID, nil
