@@ -138,6 +138,7 @@ func Run(parent context.Context, opts Options) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return eng.Serve(gctx) })
+	g.Go(func() error { return recv.Serve(gctx, 0) })
 	g.Go(func() error { return conns.Serve(gctx) })
 	if srv != nil {
 		g.Go(func() error { return srv.Serve(gctx) })

@@ -254,6 +254,8 @@ func (f *folder) serve(ctx context.Context) {
 
 	rescan := time.NewTicker(f.e.opts.RescanInterval)
 	defer rescan.Stop()
+	clean := time.NewTicker(versionCleanInterval)
+	defer clean.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	f.requestScan(nil)
@@ -275,6 +277,8 @@ func (f *folder) serve(ctx context.Context) {
 			f.runScan(ctx)
 		case <-rescan.C:
 			f.requestScan(nil)
+		case <-clean.C:
+			f.cleanVersions()
 		case <-f.pullCh:
 			if again := f.runPull(ctx); again {
 				retry.Reset(10 * time.Second)

@@ -22,6 +22,27 @@ import (
 
 func versioningSetting(folderID string) string { return "versioning/" + folderID }
 
+// versionCleanInterval is how often a folder applies its versioning
+// policy on its own (prune does it on demand).
+const versionCleanInterval = time.Hour
+
+// cleanVersions applies the folder's policy, on the folder's goroutine.
+func (f *folder) cleanVersions() {
+	f.mu.Lock()
+	a := f.archive
+	f.mu.Unlock()
+	if a == nil {
+		return
+	}
+	gone, err := a.Clean(time.Now())
+	if err != nil {
+		f.log.Warn("cleaning old versions", "err", err)
+	}
+	if len(gone) > 0 {
+		f.log.Info("removed old versions", "count", len(gone))
+	}
+}
+
 // ErrNoFolder means the folder is not running on this node.
 var ErrNoFolder = errors.New("no such folder")
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -118,5 +119,25 @@ func TestVersionsRequest(t *testing.T) {
 	}
 	if _, err := ask(nil, 10); !errors.Is(err, protocol.ErrInvalidFile) {
 		t.Fatalf("an answer larger than asked for: %v", err)
+	}
+}
+
+// TestScheduledPrune: Serve applies a folder's policy on its own.
+func TestScheduledPrune(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, src := filled(t, 1)
+	again := record(src, 2, 1) // a second version of file 1
+	src.send(t, again)
+	waitFor(t, "ack", func() bool { return src.lastAck() == 2 })
+	if err := n.r.SetRetention(ctx, folderID, Policy{KeepLast: 1}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.r.Serve(ctx, 10*time.Millisecond) }()
+	waitFor(t, "the old version to go", func() bool { return len(n.records(t)) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
