@@ -184,7 +184,11 @@ func (f *folder) writeVersion(ctx context.Context, dst *fsys.Root, v ReceiverVer
 	}
 	switch r.Type {
 	case index.Dir:
-		return dst.MkdirAll(r.Name, fs.FileMode(r.Mode))
+		// It may exist already as the parent of a file restored first.
+		if err := dst.MkdirAll(r.Name, fs.FileMode(r.Mode)); err != nil {
+			return err
+		}
+		return dst.Chmod(r.Name, fs.FileMode(r.Mode))
 	case index.Symlink:
 		_ = dst.Remove(r.Name)
 		return dst.Symlink(r.Target, r.Name)
