@@ -36,9 +36,14 @@ type FolderStatus struct {
 	ReusedBytes int64 `json:"reusedBytes"`
 	// TamperedRecords and TamperedChunks count, since the node started,
 	// records and chunks from receivers that failed verification.
-	TamperedRecords int64        `json:"tamperedRecords,omitempty"`
-	TamperedChunks  int64        `json:"tamperedChunks,omitempty"`
-	Peers           []PeerStatus `json:"peers"`
+	TamperedRecords int64 `json:"tamperedRecords,omitempty"`
+	TamperedChunks  int64 `json:"tamperedChunks,omitempty"`
+	// The restore from receivers under way.
+	RestoreFiles      int64        `json:"restoreFiles,omitempty"`
+	RestoreFilesTotal int64        `json:"restoreFilesTotal,omitempty"`
+	RestoreBytes      int64        `json:"restoreBytes,omitempty"`
+	RestoreBytesTotal int64        `json:"restoreBytesTotal,omitempty"`
+	Peers             []PeerStatus `json:"peers"`
 	// Receiver is set for an encrypted folder on a receiver.
 	Receiver *ReceiverStatus `json:"receiver,omitempty"`
 }

@@ -82,6 +82,10 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
 			fs.PulledBytes, fs.ReusedBytes = st.PulledBytes, st.ReusedBytes
 			fs.TamperedRecords, fs.TamperedChunks = st.TamperedRecords, st.TamperedChunks
+			if st.Restoring {
+				fs.RestoreFiles, fs.RestoreFilesTotal = st.RestoreFiles, st.RestoreFilesTotal
+				fs.RestoreBytes, fs.RestoreBytesTotal = st.RestoreBytes, st.RestoreBytesTotal
+			}
 			if fs.State == "syncing" {
 				fs.PullBytesTotal, fs.PullBytesDone = st.PullTotal, st.PullDone
 			}

@@ -51,7 +51,7 @@ func newRecover(g *globals) *cobra.Command {
 				return err
 			}
 			stderr := c.ErrOrStderr()
-			pp := newProgressPrinter(stderr, folder)
+			pp := newProgressPrinter(stderr, "recovering", folder)
 			res, err := restore.Recover(c.Context(), restore.Options{
 				Identity: id,
 				Address:  addr,
@@ -106,6 +106,7 @@ func loadOrInitIdentity(g *globals) (*crypt.Identity, error) {
 // place on a terminal, else a line at most every 2 s.
 type progressPrinter struct {
 	w        io.Writer
+	verb     string // "recovering", "restoring"
 	folder   string
 	terminal bool
 	last     time.Time
@@ -114,14 +115,14 @@ type progressPrinter struct {
 	shown    restore.Progress // the last state printed
 }
 
-func newProgressPrinter(w io.Writer, folder string) *progressPrinter {
+func newProgressPrinter(w io.Writer, verb, folder string) *progressPrinter {
 	terminal := false
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			terminal = true
 		}
 	}
-	return &progressPrinter{w: w, folder: folder, terminal: terminal}
+	return &progressPrinter{w: w, verb: verb, folder: folder, terminal: terminal}
 }
 
 // print shows p; restore calls it at most every ~200 ms and once at the end.
@@ -158,7 +159,7 @@ func (pp *progressPrinter) line(p restore.Progress) string {
 	case p.FilesTotal > 0:
 		pct = p.Files * 100 / p.FilesTotal
 	}
-	return fmt.Sprintf("recovering %s: %d/%d files, %.1f/%.1f MiB (%d%%)", pp.folder, p.Files, p.FilesTotal,
+	return fmt.Sprintf("%s %s: %d/%d files, %.1f/%.1f MiB (%d%%)", pp.verb, pp.folder, p.Files, p.FilesTotal,
 		float64(p.Bytes)/(1<<20), float64(p.BytesTotal)/(1<<20), pct)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lockstep/sync/restore"
 	"lockstep/web"
 )
 
@@ -136,8 +138,22 @@ func newRestore(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A whole folder can take longer than the client's usual
+			// timeout; the command's context still ends it.
+			long := *cl
+			long.HTTP = &http.Client{}
+			ctx, stop := context.WithCancel(c.Context())
+			defer stop()
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				watchRestore(ctx, cl, args[0], newProgressPrinter(c.ErrOrStderr(), "restoring", args[0]))
+			}()
 			var res web.Restored
-			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/restore", req, &res); err != nil {
+			err = long.Do(c.Context(), http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/restore", req, &res)
+			stop()
+			<-watched
+			if err != nil {
 				return err
 			}
 			for _, p := range res.Restored {
@@ -188,4 +204,32 @@ func newPrune(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&req.DryRun, "dry-run", false, "say what would go, change nothing")
 	c.Flags().StringVar(&req.Grace, "grace", "1h", "keep unreferenced chunks younger than this")
 	return c
+}
+
+// watchRestore prints the progress of a restore from receivers that the
+// daemon reports in the folder's status, until ctx ends.
+func watchRestore(ctx context.Context, cl *web.Client, folder string, pp *progressPrinter) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	shown := false
+	for {
+		select {
+		case <-ctx.Done():
+			if shown {
+				pp.end()
+			}
+			return
+		case <-t.C:
+		}
+		var fs []web.FolderStatus
+		if err := cl.Do(ctx, http.MethodGet, "/rest/folders", nil, &fs); err != nil {
+			continue
+		}
+		for _, f := range fs {
+			if f.ID == folder && f.RestoreFilesTotal > 0 {
+				shown = true
+				pp.print(restore.Progress{Files: int(f.RestoreFiles), FilesTotal: int(f.RestoreFilesTotal), Bytes: f.RestoreBytes, BytesTotal: f.RestoreBytesTotal})
+			}
+		}
+	}
 }

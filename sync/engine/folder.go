@@ -70,6 +70,11 @@ type folder struct {
 	// Since start: records and chunks from receivers that failed
 	// verification.
 	tamperedRecords, tamperedChunks atomic.Int64
+
+	// The restore from receivers under way, for progress reports.
+	restoring                       atomic.Bool
+	restoreFiles, restoreFilesTotal atomic.Int64
+	restoreBytes, restoreBytesTotal atomic.Int64
 }
 
 func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {

@@ -144,6 +144,18 @@ func (e *Engine) RestoreFromReceiver(ctx context.Context, folderID string, vs []
 		defer root.Close()
 		dst = root
 	}
+	var files, bytes int64
+	for _, v := range vs {
+		if !v.Deleted {
+			files, bytes = files+1, bytes+v.Size
+		}
+	}
+	f.restoreFiles.Store(0)
+	f.restoreBytes.Store(0)
+	f.restoreFilesTotal.Store(files)
+	f.restoreBytesTotal.Store(bytes)
+	f.restoring.Store(true)
+	defer f.restoring.Store(false)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(e.opts.Workers)
 	done := make([]string, len(vs))
@@ -155,6 +167,8 @@ func (e *Engine) RestoreFromReceiver(ctx context.Context, folderID string, vs []
 			if err := f.writeVersion(gctx, dst, v, toDir == ""); err != nil {
 				return fmt.Errorf("restoring %s: %w", v.Path, err)
 			}
+			f.restoreFiles.Add(1)
+			f.restoreBytes.Add(v.Size)
 			done[i] = v.Path
 			if toDir != "" {
 				done[i] = filepath.Join(toDir, filepath.FromSlash(v.Path))

@@ -20,7 +20,10 @@ type FolderStatus struct {
 	// records and chunks from receivers that failed verification (never
 	// used).
 	TamperedRecords, TamperedChunks int64
-	Peers                           []PeerStatus
+	// Restoring: a restore from receivers is under way, this far.
+	Restoring                                                        bool
+	RestoreFiles, RestoreFilesTotal, RestoreBytes, RestoreBytesTotal int64
+	Peers                                                            []PeerStatus
 }
 
 // PeerStatus is how far a peer sharing the folder is.
@@ -55,6 +58,11 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	st.Counts = f.set.Counts()
 	st.PulledBytes, st.ReusedBytes = f.pulledBytes.Load(), f.reusedBytes.Load()
 	st.TamperedRecords, st.TamperedChunks = f.tamperedRecords.Load(), f.tamperedChunks.Load()
+	if f.restoring.Load() {
+		st.Restoring = true
+		st.RestoreFiles, st.RestoreFilesTotal = f.restoreFiles.Load(), f.restoreFilesTotal.Load()
+		st.RestoreBytes, st.RestoreBytesTotal = f.restoreBytes.Load(), f.restoreBytesTotal.Load()
+	}
 	for _, p := range shares {
 		p.Connected, p.Completion = e.connected(p.Device), f.set.Completion(p.Device)
 		st.Peers = append(st.Peers, p)
