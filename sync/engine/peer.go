@@ -28,6 +28,12 @@ type peerConn struct {
 	conn *protocol.Conn
 	ctx  context.Context
 
+	// reconcileMu serialises reconcile: it runs on the connection's reader
+	// (a new cluster config) and on Reload (a new configuration) alike,
+	// and two at once could both see a new index ID and the second drop
+	// records that arrived after the first.
+	reconcileMu sync.Mutex
+
 	mu      sync.Mutex
 	lastCC  *protocol.ClusterConfig // the peer's latest
 	senders map[string]sender       // by folder ID
@@ -155,6 +161,8 @@ func (e *Engine) ClusterConfig(wirePeer protocol.DeviceID, cc *protocol.ClusterC
 // this node's configuration changes, so a folder shared on this side after
 // the peer announced it starts syncing at once.
 func (pc *peerConn) reconcile() error {
+	pc.reconcileMu.Lock()
+	defer pc.reconcileMu.Unlock()
 	e, peer, ctx := pc.e, pc.id, pc.ctx
 	pc.mu.Lock()
 	cc := pc.lastCC
