@@ -1,18 +1,25 @@
 // Package web serves a node's REST API (JSON under /rest/), its health and
-// metrics endpoints, and later its console pages, with Echo.
+// metrics endpoints and its console pages, with Echo.
 //
-// Every route but /healthz needs the API key (X-API-Key) or a console
-// session. Handlers translate errors into {"error": "..."} with a 4xx code
-// for the caller's mistakes and 5xx for the node's own trouble.
+// Invariants: every route but /healthz, /login, /setup and /assets/* needs
+// the API key (X-API-Key) or a console session. Before the admin password is
+// set (first run) every console page redirects to /setup, which works only
+// while no password is set. Every console POST carries a CSRF token: the
+// session's, or for /login and /setup a double-submit cookie's; a session's
+// unsafe /rest calls carry it in X-CSRF-Token. Names from the database or
+// peers reach pages only through html/template escaping. Handlers translate
+// errors into {"error": "..."} with a 4xx code for the caller's mistakes and
+// 5xx for the node's own trouble.
 package web
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
+	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,10 +53,14 @@ type Config struct {
 
 // Server is the HTTP side of a node.
 type Server struct {
-	cfg  Config
-	echo *echo.Echo
-	ln   net.Listener
-	srv  *http.Server
+	cfg      Config
+	echo     *echo.Echo
+	ln       net.Listener
+	srv      *http.Server
+	sessions *sessions
+	// setupMu makes the first run's password setup happen once.
+	setupMu sync.Mutex
+	pages   map[string]*template.Template
 }
 
 // New binds addr and builds the routes; Serve starts answering.
@@ -65,7 +76,7 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), ln: ln}
+	s := &Server{cfg: cfg, echo: echo.New(), ln: ln, sessions: newSessions()}
 	e := s.echo
 	e.HideBanner = true
 	e.HidePort = true
@@ -75,6 +86,11 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	})
 	r := e.Group("/rest", s.requireAuth)
 	s.restRoutes(r)
+	e.GET("/metrics", s.metricsHandler(), s.requireAuth)
+	if err := s.consoleRoutes(); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	s.srv = &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -123,16 +139,6 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // Handler exposes the routes for tests.
 func (s *Server) Handler() http.Handler { return s.echo }
-
-func (s *Server) requireAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		key := c.Request().Header.Get("X-API-Key")
-		if key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1 {
-			return next(c)
-		}
-		return echo.NewHTTPError(http.StatusUnauthorized, "authentication required")
-	}
-}
 
 // errorHandler renders every error as {"error": "..."}. Errors that are not
 // HTTP errors are the node's own trouble: 500, logged.

@@ -1,0 +1,318 @@
+package test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// xssName is a file and device name that runs a script if a page ever
+// inserts it as HTML.
+const xssName = "<img src=x onerror=alert(1)>"
+
+const consolePassword = "console test password"
+
+// chromium returns the Chromium binary for the browser tests: the one named
+// by $LOCKSTEP_CHROMIUM, else the Debian package's. Without one the test is
+// skipped, or fails under CI=true.
+func chromium(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("LOCKSTEP_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("chromium not found at %s (set LOCKSTEP_CHROMIUM)", path)
+		}
+		t.Skipf("chromium not found at %s (set LOCKSTEP_CHROMIUM)", path)
+	}
+	return path
+}
+
+// console is one browser tab on a node's console. Every JavaScript dialog
+// it meets is counted and dismissed.
+type console struct {
+	t       *testing.T
+	n       *node
+	ctx     context.Context
+	dialogs *atomic.Int32
+}
+
+// newBrowser starts a headless Chromium for the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return bctx
+}
+
+// openConsole opens a new tab on n's console in the browser.
+func openConsole(t *testing.T, browser context.Context, n *node) *console {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	c := &console{t: t, n: n, ctx: ctx, dialogs: &atomic.Int32{}}
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			c.dialogs.Add(1)
+			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	return c
+}
+
+// run runs browser steps with a timeout, failing the test on error.
+func (c *console) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		c.t.Fatalf("%s on %s: %v\n%s", what, c.n.name, err, c.dump())
+	}
+}
+
+// dump describes the page for a failure message.
+func (c *console) dump() string {
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	var cookies []string
+	if res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{}); err == nil {
+		for _, ck := range res.Cookies {
+			cookies = append(cookies, ck.Name+"="+ck.Value)
+		}
+	}
+	return "page " + loc + " with cookies " + strings.Join(cookies, "; ") + ":\n" + html
+}
+
+// get runs one browser action that gives a value.
+func get[T any](c *console, what string, a chromedp.Action[T]) T {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		c.t.Fatalf("%s on %s: %v", what, c.n.name, err)
+	}
+	return v
+}
+
+// text returns the visible text of the first element matching the CSS
+// selector sel.
+func (c *console) text(sel string) string {
+	c.t.Helper()
+	return get(c, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// count returns how many elements match the CSS selector sel.
+func (c *console) count(sel string) int {
+	c.t.Helper()
+	return get(c, "counting "+sel, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+}
+
+// visit loads path and waits until sel is visible.
+func (c *console) visit(path, sel string) {
+	c.t.Helper()
+	c.run("opening "+path, chromedp.Navigate(c.n.GUI+path), chromedp.WaitVisible(chromedp.CSS(sel)))
+}
+
+// submit fills the form fields (CSS selector -> value), clicks button and
+// waits for the next page to show want.
+func (c *console) submit(what string, fields map[string]string, button, want string) {
+	c.t.Helper()
+	var steps []chromedp.Action[chromedp.Void]
+	for sel, v := range fields {
+		steps = append(steps, chromedp.SetValue(chromedp.CSS(sel), v))
+	}
+	steps = append(steps, chromedp.Click(chromedp.CSS(button)), chromedp.WaitVisible(chromedp.CSS(want)))
+	c.run(what, steps...)
+}
+
+// screenshot saves the page to $LOCKSTEP_SCREENSHOTS/name.png when set.
+func (c *console) screenshot(name string) {
+	c.t.Helper()
+	dir := os.Getenv("LOCKSTEP_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png := get(c, "screenshot", chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// setUp takes a fresh node's console through the first run and a login.
+func (c *console) setUp() {
+	c.t.Helper()
+	c.visit("/", "#setup")
+	if loc := get(c, "location", chromedp.Location()); !strings.HasSuffix(loc, "/setup") {
+		c.t.Fatalf("first visit landed on %s, want /setup", loc)
+	}
+	c.submit("setting mismatched passwords", map[string]string{"#password": consolePassword, "#confirm": consolePassword + "!"}, "#setup", "#error")
+	if got := c.text("#error"); !strings.Contains(got, "do not match") {
+		c.t.Fatalf("mismatched passwords: page says %q", got)
+	}
+	c.submit("setting the password", map[string]string{"#password": consolePassword, "#confirm": consolePassword}, "#setup", "#device-id")
+	if got := c.text("#device-id"); got != c.n.ID {
+		c.t.Fatalf("dashboard shows device ID %q, want %q", got, c.n.ID)
+	}
+	c.run("logging out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login")))
+	c.submit("wrong login", map[string]string{"#password": "not the password"}, "#login", "#error")
+	if got := c.text("#error"); got != "wrong password" {
+		c.t.Fatalf("wrong password: page says %q", got)
+	}
+	c.submit("login", map[string]string{"#password": consolePassword}, "#login", "#device-id")
+	if w := get(c, "QR width", chromedp.Evaluate[int](`new Promise(done => {
+		const img = document.getElementById("qr");
+		if (img.complete) { done(img.naturalWidth); return; }
+		img.addEventListener("load", () => done(img.naturalWidth));
+		img.addEventListener("error", () => done(0));
+	})`, chromedp.EvalAwaitPromise)); w == 0 {
+		c.t.Fatal("the QR code image did not load")
+	}
+}
+
+// waitConnected waits until the devices list (refreshed by htmx) shows id
+// as connected, without reloading the page.
+func (c *console) waitConnected(id string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.ctx, converge)
+	defer cancel()
+	sel := chromedp.CSS(`tr[data-device="` + id + `"] .state-connected`)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(sel)); err != nil {
+		c.t.Fatalf("%s's console never showed %s connected: %v", c.n.name, id, err)
+	}
+}
+
+// TestConsoleBrowser drives two real nodes' consoles in headless Chromium:
+// first run, login, pairing, adding and sharing a folder, seeing a file
+// sync, and names that are HTML showing as text.
+func TestConsoleBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	browser := newBrowser(t)
+	a, b := startNode(t, "a"), startNode(t, "b")
+	ca, cb := openConsole(t, browser, a), openConsole(t, browser, b)
+	ca.setUp()
+	cb.setUp()
+
+	// Pair the nodes through the forms; b's name on a is HTML.
+	ca.visit("/devices", "#add-device")
+	ca.submit("adding b", map[string]string{"#device-id-input": b.ID, "#device-name": xssName, "#device-address": b.Listen}, "#add-device-submit", "#flash")
+	if got := ca.text("#flash"); got != "Device added." {
+		t.Fatalf("adding b on a: %q", got)
+	}
+	cb.visit("/devices", "#add-device")
+	cb.submit("adding a bad ID", map[string]string{"#device-id-input": "not-a-device-id"}, "#add-device-submit", "#flash")
+	if got := cb.text("#flash"); !strings.HasPrefix(got, "Error:") {
+		t.Fatalf("adding a bad device ID: %q", got)
+	}
+	cb.visit("/devices", "#add-device")
+	cb.submit("adding a", map[string]string{"#device-id-input": a.ID, "#device-name": "node a", "#device-address": a.Listen}, "#add-device-submit", "#flash")
+	ca.waitConnected(b.ID)
+	cb.waitConnected(a.ID)
+	if got := ca.text(`tr[data-device="` + b.ID + `"] .name`); got != xssName {
+		t.Errorf("a shows b's name as %q, want the literal %q", got, xssName)
+	}
+	if n := ca.count("#devices img"); n != 0 {
+		t.Errorf("a device name became %d img elements", n)
+	}
+	ca.screenshot("console-devices")
+
+	// Add and share the folder on both sides.
+	dirA, dirB := filepath.Join(t.TempDir(), "docs-a"), filepath.Join(t.TempDir(), "docs-b")
+	for _, x := range []struct {
+		c    *console
+		dir  string
+		peer *node
+	}{{ca, dirA, b}, {cb, dirB, a}} {
+		if err := os.MkdirAll(x.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		x.c.visit("/folders", "#add-folder")
+		x.c.submit("adding the folder", map[string]string{"#folder-id": "docs", "#folder-label": "Documents", "#folder-path": x.dir}, "#add-folder-submit", "#flash")
+		if got := x.c.text("#flash"); got != "Folder added." {
+			t.Fatalf("adding the folder on %s: %q", x.c.n.name, got)
+		}
+		if get(x.c, "password field", chromedp.Evaluate[bool](`document.getElementById("share-password-label").hidden`)) != true {
+			t.Errorf("%s: the password field shows for a trusted device", x.c.n.name)
+		}
+		x.c.visit("/folders", "#share-folder")
+		x.c.submit("sharing the folder", map[string]string{"#share-folder-id": "docs", "#share-device": x.peer.ID}, "#share-submit", "#flash")
+		if got := x.c.text("#flash"); got != "Folder shared." {
+			t.Fatalf("sharing the folder on %s: %q", x.c.n.name, got)
+		}
+	}
+
+	writeFile(t, filepath.Join(dirA, "hello.txt"), []byte("hello from a\n"), 0o644)
+	writeFile(t, filepath.Join(dirA, xssName+".txt"), []byte("not a script\n"), 0o644)
+	a.cli("folder", "scan", "docs")
+
+	// b's folder page lists both files once they synced.
+	deadline := time.Now().Add(converge)
+	for {
+		cb.visit("/folders/docs", "#files")
+		files := cb.text("#files")
+		if strings.Contains(files, "hello.txt") && strings.Contains(files, xssName+".txt") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's folder page never listed the synced files; it shows:\n%s", files)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got, err := os.ReadFile(filepath.Join(dirB, "hello.txt")); err != nil || string(got) != "hello from a\n" {
+		t.Fatalf("hello.txt on b: %q, %v", got, err)
+	}
+	if n := cb.count("#files img"); n != 0 {
+		t.Errorf("a file name became %d img elements", n)
+	}
+	names := get(cb, "file names", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#files td.name")).map(e => e.textContent)`))
+	if strings.Join(names, "|") != xssName+".txt|hello.txt" {
+		t.Errorf("b lists files %q", names)
+	}
+
+	// The dashboard shows the folder idle and shared with the connected peer.
+	ca.visit("/", `tr[data-folder="docs"]`)
+	eventually(t, converge, "a's dashboard showing docs idle", func() bool {
+		return strings.Contains(ca.text(`tr[data-folder="docs"]`), "idle")
+	})
+	if n := ca.count("img"); n != 1 { // the QR code only
+		t.Errorf("a's dashboard has %d img elements, want only the QR code", n)
+	}
+	ca.screenshot("console-dashboard")
+	ca.visit("/folders", "#folders")
+	ca.screenshot("console-folders")
+	if n := ca.dialogs.Load() + cb.dialogs.Load(); n != 0 {
+		t.Errorf("%d JavaScript dialogs opened", n)
+	}
+}

@@ -1,0 +1,286 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/skip2/go-qrcode"
+
+	"lockstep/storage/db"
+)
+
+// maxListedFiles bounds the file list of a folder page.
+const maxListedFiles = 1000
+
+func (s *Server) pageRoutes(g *echo.Group) {
+	g.GET("/", s.getDashboard)
+	g.GET("/devices", s.getDevicesPage)
+	g.GET("/folders", s.getFoldersPage)
+	g.GET("/folders/:id", s.getFolderPage)
+	g.GET("/qr.png", s.getQR)
+	g.GET("/fragments/devices", s.getDevicesFragment)
+	g.GET("/fragments/folders", s.getFoldersFragment)
+	g.POST("/devices", s.postDeviceForm)
+	g.POST("/pending/accept", s.postAcceptForm)
+	g.POST("/folders", s.postFolderForm)
+	g.POST("/folders/share", s.postShareForm)
+}
+
+var templateFuncs = template.FuncMap{
+	"bytes": formatBytes,
+	"percent": func(done, total int64) int64 {
+		if total <= 0 {
+			return 0
+		}
+		return done * 100 / total
+	},
+	"pct": func(f float64) string { return fmt.Sprintf("%.0f%%", f) },
+	"ago": func(t *time.Time) string {
+		if t == nil {
+			return "never"
+		}
+		return time.Since(*t).Round(time.Second).String() + " ago"
+	},
+	"short": func(id string) string {
+		if i := strings.IndexByte(id, '-'); i > 0 {
+			return id[:i]
+		}
+		return id
+	},
+}
+
+// formatBytes renders n with a binary unit.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// page is what every console page gets.
+type page struct {
+	Title    string
+	DeviceID string
+	CSRF     string
+	Flash    string
+	Devices  []DeviceStatus
+	Folders  []FolderStatus
+	Pending  Pending
+	Folder   *FolderStatus
+	Files    []db.FileRecord
+	More     bool
+}
+
+func (s *Server) newPage(c echo.Context, title string) page {
+	sess, _ := c.Get(ctxSession).(session)
+	sid, _ := c.Get(ctxSessionID).(string)
+	return page{Title: title, DeviceID: s.cfg.ID.String(), CSRF: sess.csrf, Flash: s.sessions.takeFlash(sid)}
+}
+
+// fill loads the devices, folders and pending lists into p.
+func (s *Server) fill(c echo.Context, p *page) error {
+	var err error
+	if p.Devices, err = s.deviceStatus(c); err != nil {
+		return err
+	}
+	if p.Folders, err = s.folderStatuses(c.Request().Context()); err != nil {
+		return err
+	}
+	sort.Slice(p.Folders, func(i, j int) bool { return p.Folders[i].ID < p.Folders[j].ID })
+	ctx := c.Request().Context()
+	devs, err := s.cfg.DB.PendingDevices(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		p.Pending.Devices = append(p.Pending.Devices, PendingDevice{ID: d.ID, Name: d.Name, Address: d.Address, FirstSeen: d.FirstSeen, LastSeen: d.LastSeen})
+	}
+	offers, err := s.cfg.DB.PendingFolders(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range offers {
+		p.Pending.Folders = append(p.Pending.Folders, PendingFolder{Device: f.DeviceID, Folder: f.FolderID, Label: f.Label, FirstSeen: f.FirstSeen, Encrypted: f.Encrypted})
+	}
+	return nil
+}
+
+func (s *Server) fullPage(c echo.Context, title, tmpl string) error {
+	p := s.newPage(c, title)
+	if err := s.fill(c, &p); err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, tmpl, p)
+}
+
+func (s *Server) getDashboard(c echo.Context) error {
+	return s.fullPage(c, "Dashboard", "dashboard.html")
+}
+
+func (s *Server) getDevicesPage(c echo.Context) error {
+	return s.fullPage(c, "Devices", "devices.html")
+}
+
+func (s *Server) getFoldersPage(c echo.Context) error {
+	return s.fullPage(c, "Folders", "folders.html")
+}
+
+func (s *Server) getDevicesFragment(c echo.Context) error {
+	p := s.newPage(c, "")
+	if err := s.fill(c, &p); err != nil {
+		return err
+	}
+	return s.renderTemplate(c, http.StatusOK, "fragments.html", "devices", p)
+}
+
+func (s *Server) getFoldersFragment(c echo.Context) error {
+	p := s.newPage(c, "")
+	if err := s.fill(c, &p); err != nil {
+		return err
+	}
+	return s.renderTemplate(c, http.StatusOK, "fragments.html", "folders", p)
+}
+
+// getFolderPage shows one folder and the files this device has in it.
+func (s *Server) getFolderPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	p := s.newPage(c, "Folder")
+	if err := s.fill(c, &p); err != nil {
+		return err
+	}
+	for i := range p.Folders {
+		if p.Folders[i].ID == c.Param("id") {
+			p.Folder = &p.Folders[i]
+		}
+	}
+	if p.Folder == nil {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no folder %q", c.Param("id")))
+	}
+	p.Title = "Folder " + p.Folder.ID
+	errFull := errors.New("full")
+	err := s.cfg.DB.FilesSince(ctx, p.Folder.ID, db.LocalDevice, -1, func(f db.FileRecord) error {
+		if f.Deleted {
+			return nil
+		}
+		if len(p.Files) == maxListedFiles {
+			p.More = true
+			return errFull
+		}
+		p.Files = append(p.Files, f)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		return err
+	}
+	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
+	return s.render(c, http.StatusOK, "folder.html", p)
+}
+
+// getQR is this device's ID as a QR code.
+func (s *Server) getQR(c echo.Context) error {
+	png, err := qrcode.Encode(s.cfg.ID.String(), qrcode.Medium, 256)
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "image/png", png)
+}
+
+// The form handlers reuse the REST handlers, then redirect back with the
+// outcome as a flash message.
+
+func (s *Server) postDeviceForm(c echo.Context) error {
+	req := AddDevice{ID: strings.TrimSpace(c.FormValue("id")), Name: c.FormValue("name"), Untrusted: c.FormValue("untrusted") != ""}
+	if a := strings.TrimSpace(c.FormValue("address")); a != "" {
+		req.Addresses = []string{a}
+	} else {
+		req.Addresses = []string{"dynamic"}
+	}
+	return s.formResult(c, "/devices", "Device added.", s.callREST(c, s.postDevice, req))
+}
+
+func (s *Server) postAcceptForm(c echo.Context) error {
+	req := Accept{ID: c.FormValue("id"), Path: strings.TrimSpace(c.FormValue("path"))}
+	return s.formResult(c, c.FormValue("back"), "Accepted.", s.callREST(c, s.postAccept, req))
+}
+
+func (s *Server) postFolderForm(c echo.Context) error {
+	req := AddFolder{ID: strings.TrimSpace(c.FormValue("id")), Label: c.FormValue("label"), Path: strings.TrimSpace(c.FormValue("path")), Type: c.FormValue("type")}
+	return s.formResult(c, "/folders", "Folder added.", s.callREST(c, s.postFolder, req))
+}
+
+func (s *Server) postShareForm(c echo.Context) error {
+	req := ShareFolder{Device: c.FormValue("device"), Password: c.FormValue("password")}
+	return s.formResult(c, "/folders", "Folder shared.", s.callREST(c, s.postShare, req, "id", c.FormValue("folder")))
+}
+
+// formResult flashes ok or err's message and redirects to back (a console
+// path; anything else goes to the dashboard).
+func (s *Server) formResult(c echo.Context, back, ok string, err error) error {
+	msg := ok
+	if err != nil {
+		var he *echo.HTTPError
+		if !errors.As(err, &he) {
+			return err
+		}
+		msg = fmt.Sprintf("Error: %v", he.Message)
+	}
+	s.sessions.setFlash(c.Get(ctxSessionID).(string), msg)
+	if back != "/devices" && back != "/folders" {
+		back = "/"
+	}
+	return c.Redirect(http.StatusSeeOther, back)
+}
+
+// callREST runs a REST handler in process with body as its JSON request
+// and params as path parameters (name, value, ...); its response is
+// dropped, its error returned.
+func (s *Server) callREST(c echo.Context, h echo.HandlerFunc, body any, params ...string) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(c.Request().Context(), http.MethodPost, c.Request().URL.Path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	w := &discardWriter{header: http.Header{}}
+	ec := s.echo.NewContext(req, w)
+	var names, values []string
+	for i := 0; i+1 < len(params); i += 2 {
+		names, values = append(names, params[i]), append(values, params[i+1])
+	}
+	ec.SetParamNames(names...)
+	ec.SetParamValues(values...)
+	if err := h(ec); err != nil {
+		return err
+	}
+	if w.code >= 400 {
+		return echo.NewHTTPError(w.code, http.StatusText(w.code))
+	}
+	return nil
+}
+
+// discardWriter is an http.ResponseWriter that keeps only the status.
+type discardWriter struct {
+	header http.Header
+	code   int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
