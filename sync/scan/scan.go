@@ -124,6 +124,7 @@ func Scan(ctx context.Context, folder FS, known Known, paths []string, opts Opti
 		scopes = []string{""}
 	}
 
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
@@ -155,7 +156,7 @@ func Scan(ctx context.Context, folder FS, known Known, paths []string, opts Opti
 	var fnErr error
 	for ev := range events {
 		switch {
-		case fnErr != nil:
+		case fnErr != nil, parent.Err() != nil:
 			// Stopping: drain so that producers are never stuck.
 		case ev.err != nil:
 			if opts.OnSkip != nil {
@@ -171,6 +172,11 @@ func Scan(ctx context.Context, folder FS, known Known, paths []string, opts Opti
 	err := g.Wait()
 	if fnErr != nil {
 		return fnErr
+	}
+	if perr := parent.Err(); perr != nil {
+		// Canceled after the producers were done, too late for them to
+		// notice: the caller still hears of it, not of a complete scan.
+		return perr
 	}
 	return err
 }
