@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
@@ -213,6 +214,29 @@ func TestMinimalPaths(t *testing.T) {
 	for _, c := range cases {
 		if got := minimalPaths(c.in); !slices.Equal(got, c.want) {
 			t.Errorf("minimalPaths(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestScanCancelAfterLastRecord: a cancel from the callback of the only
+// record, when every producer has already finished, is still reported.
+func TestScanCancelAfterLastRecord(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "only"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := openRoot(t, dir)
+	for range 20 {
+		ctx, cancel := context.WithCancel(t.Context())
+		calls := 0
+		err := Scan(ctx, fs, newKnown(), nil, Options{Polynomial: testPol}, func(index.Record) error {
+			calls++
+			time.Sleep(time.Millisecond) // let the producers finish first
+			cancel()
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) || calls != 1 {
+			t.Fatalf("err %v after %d calls", err, calls)
 		}
 	}
 }
