@@ -316,3 +316,63 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("%d JavaScript dialogs opened", n)
 	}
 }
+
+// TestConsoleVersions: on a node with versioning on, the console's versions
+// page finds a file a peer changed twice, lists its old versions newest
+// first, and its Restore button brings the oldest content back on disk.
+func TestConsoleVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	browser := newBrowser(t)
+	c := newCluster(t, 2)
+	b := c.nodes[1]
+	b.cli("folder", "versioning", "f", "--type", "simple")
+	x := filepath.Join(c.dirs[0], "x.txt")
+	for _, v := range []string{"one", "two", "three"} {
+		writeFile(t, x, []byte(v), 0o644)
+		waitContent(t, filepath.Join(c.dirs[1], "x.txt"), v)
+	}
+	writeFile(t, filepath.Join(c.dirs[0], "other.txt"), []byte("other"), 0o644)
+	waitContent(t, filepath.Join(c.dirs[1], "other.txt"), "other")
+	eventually(t, converge, "b to keep two versions of x.txt", func() bool { return len(b.versions("f", "x.txt")) == 2 })
+
+	cb := openConsole(t, browser, b)
+	cb.setUp()
+	cb.visit("/folders/f", "#versions-link")
+	cb.run("opening the versions page", chromedp.Click(chromedp.CSS("#versions-link")), chromedp.WaitVisible(chromedp.CSS("#version-search")))
+	if n := cb.count("#version-files a"); n != 2 {
+		t.Fatalf("the versions page lists %d files, want 2:\n%s", n, cb.dump())
+	}
+	cb.submit("searching", map[string]string{"#version-q": "X.T"}, "#version-search-submit", "#version-files")
+	names := get(cb, "file names", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#version-files a")).map(e => e.textContent)`))
+	if strings.Join(names, "|") != "x.txt" {
+		t.Fatalf("the search for X.T lists %q, want only x.txt", names)
+	}
+	cb.run("choosing x.txt", chromedp.Click(chromedp.CSS("#version-files a")), chromedp.WaitVisible(chromedp.CSS("#versions")))
+	if got := cb.text("#version-path"); got != "x.txt" {
+		t.Fatalf("versions page for %q", got)
+	}
+	if n := cb.count("#versions button.restore"); n != 2 {
+		t.Fatalf("%d Restore buttons, want 2 (one and two):\n%s", n, cb.dump())
+	}
+	sources := get(cb, "sources", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#versions td.source")).map(e => e.textContent)`))
+	if strings.Join(sources, "|") != "local|local" {
+		t.Errorf("sources %q, want local|local", sources)
+	}
+	cb.screenshot("console-versions")
+	// The last row is the oldest version: "one".
+	cb.run("restoring the oldest version", chromedp.Click(chromedp.CSS("#versions tbody tr:last-child button.restore")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := cb.text("#flash"); got != "Restored x.txt." {
+		t.Fatalf("restore says %q", got)
+	}
+	waitContent(t, filepath.Join(c.dirs[1], "x.txt"), "one")
+	waitContent(t, x, "one")
+	// The replaced "three" is now a version too.
+	if n := cb.count("#versions button.restore"); n != 3 {
+		t.Errorf("after the restore, %d Restore buttons, want 3", n)
+	}
+	if n := cb.dialogs.Load(); n != 0 {
+		t.Errorf("%d JavaScript dialogs opened", n)
+	}
+}

@@ -46,6 +46,12 @@ func (fakeEngine) Reload(context.Context) error { return nil }
 // newTestServer serves a Server over real SQLite on a loopback port.
 func newTestServer(t *testing.T) (*httptest.Server, *db.DB) {
 	t.Helper()
+	return newTestServerEngine(t, fakeEngine{})
+}
+
+// newTestServerEngine is newTestServer with eng as the engine.
+func newTestServerEngine(t *testing.T, eng Engine) (*httptest.Server, *db.DB) {
+	t.Helper()
 	database, err := db.Open(filepath.Join(t.TempDir(), "index.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +59,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *db.DB) {
 	t.Cleanup(func() { database.Close() })
 	var id crypt.DeviceID
 	id[0] = 7
-	s, err := New(context.Background(), "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: fakeEngine{}, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(context.Background(), "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/pending/accept", s.postAcceptForm)
 	g.POST("/folders", s.postFolderForm)
 	g.POST("/folders/share", s.postShareForm)
+	s.versionPageRoutes(g)
 }
 
 var templateFuncs = template.FuncMap{

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,14 +79,23 @@ func (s *Server) putVersioning(c echo.Context) error {
 
 func (s *Server) getVersions(c echo.Context) error {
 	id := c.Param("id")
-	ctx := c.Request().Context()
-	vs, err := s.cfg.Engine.Versions(ctx, id, c.QueryParam("path"))
+	out, err := s.fileVersions(c.Request().Context(), id, c.QueryParam("path"))
 	if err != nil {
-		return folderError(id, err)
+		return err
 	}
-	rvs, err := s.cfg.Engine.ReceiverVersions(ctx, id, c.QueryParam("path"))
+	return c.JSON(http.StatusOK, out)
+}
+
+// fileVersions lists the versions of path ("" for every file) kept here
+// and on the folder's connected receivers, newest first.
+func (s *Server) fileVersions(ctx context.Context, id, path string) ([]FileVersion, error) {
+	vs, err := s.cfg.Engine.Versions(ctx, id, path)
 	if err != nil {
-		return folderError(id, err)
+		return nil, folderError(id, err)
+	}
+	rvs, err := s.cfg.Engine.ReceiverVersions(ctx, id, path)
+	if err != nil {
+		return nil, folderError(id, err)
 	}
 	out := make([]FileVersion, 0, len(vs)+len(rvs))
 	for _, v := range vs {
@@ -95,7 +105,7 @@ func (s *Server) getVersions(c echo.Context) error {
 		out = append(out, FileVersion{Path: v.Path, Version: v.ID, Time: v.Stored, Size: v.Size, Deleted: v.Deleted, Source: v.Receiver.String()})
 	}
 	slices.SortStableFunc(out, func(a, b FileVersion) int { return b.Time.Compare(a.Time) })
-	return c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
 func (s *Server) postRestore(c echo.Context) error {
