@@ -33,6 +33,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/folders", s.postFolderForm)
 	g.POST("/folders/share", s.postShareForm)
 	s.versionPageRoutes(g)
+	s.settingsPageRoutes(g)
 }
 
 var templateFuncs = template.FuncMap{
@@ -50,6 +51,7 @@ var templateFuncs = template.FuncMap{
 		}
 		return time.Since(*t).Round(time.Second).String() + " ago"
 	},
+	"versioningTypes": func() []string { return versioningTypes },
 	"short": func(id string) string {
 		if i := strings.IndexByte(id, '-'); i > 0 {
 			return id[:i]
@@ -250,6 +252,12 @@ func (s *Server) formResult(c echo.Context, back, ok string, err error) error {
 // and params as path parameters (name, value, ...); its response is
 // dropped, its error returned.
 func (s *Server) callREST(c echo.Context, h echo.HandlerFunc, body any, params ...string) error {
+	return s.callRESTInto(c, h, body, nil, params...)
+}
+
+// callRESTInto is callREST that decodes a successful JSON response into
+// out (when out is not nil).
+func (s *Server) callRESTInto(c echo.Context, h echo.HandlerFunc, body, out any, params ...string) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -259,7 +267,7 @@ func (s *Server) callREST(c echo.Context, h echo.HandlerFunc, body any, params .
 		return err
 	}
 	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	w := &discardWriter{header: http.Header{}}
+	w := &recordWriter{header: http.Header{}}
 	ec := s.echo.NewContext(req, w)
 	var names, values []string
 	for i := 0; i+1 < len(params); i += 2 {
@@ -273,15 +281,21 @@ func (s *Server) callREST(c echo.Context, h echo.HandlerFunc, body any, params .
 	if w.code >= 400 {
 		return echo.NewHTTPError(w.code, http.StatusText(w.code))
 	}
+	if out != nil {
+		if err := json.Unmarshal(w.body.Bytes(), out); err != nil {
+			return fmt.Errorf("decoding the response: %w", err)
+		}
+	}
 	return nil
 }
 
-// discardWriter is an http.ResponseWriter that keeps only the status.
-type discardWriter struct {
+// recordWriter is an http.ResponseWriter that keeps the status and body.
+type recordWriter struct {
 	header http.Header
 	code   int
+	body   bytes.Buffer
 }
 
-func (w *discardWriter) Header() http.Header         { return w.header }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *recordWriter) Header() http.Header         { return w.header }
+func (w *recordWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
+func (w *recordWriter) WriteHeader(code int)        { w.code = code }

@@ -29,6 +29,7 @@ type versionsPage struct {
 func (s *Server) versionPageRoutes(g *echo.Group) {
 	g.GET("/folders/:id/versions", s.getVersionsPage)
 	g.POST("/folders/:id/versions/restore", s.postRestoreForm)
+	g.POST("/folders/:id/versions/restore-all", s.postRestoreAllForm)
 }
 
 // consoleFolder returns the folder named by the request's :id, or 404.
@@ -106,4 +107,30 @@ func (s *Server) postRestoreForm(c echo.Context) error {
 	s.sessions.setFlash(c.Get(ctxSessionID).(string), msg)
 	back := "/folders/" + url.PathEscape(f.ID) + "/versions?path=" + url.QueryEscape(path)
 	return c.Redirect(http.StatusSeeOther, back)
+}
+
+// postRestoreAllForm restores the whole folder as it was at the form's
+// "at" time (datetime-local, taken as UTC) into the directory "to"
+// through the REST restore handler, then shows the versions page with
+// the outcome.
+func (s *Server) postRestoreAllForm(c echo.Context) error {
+	f, err := s.consoleFolder(c)
+	if err != nil {
+		return err
+	}
+	to := strings.TrimSpace(c.FormValue("to"))
+	var out Restored
+	at, err := parseFormTime(c.FormValue("at"))
+	if err == nil && to == "" {
+		err = badRequest("name the directory to restore into")
+	}
+	if err == nil {
+		err = s.callRESTInto(c, s.postRestore, Restore{All: true, At: at, To: to}, &out, "id", f.ID)
+	}
+	msg := fmt.Sprintf("Restored %d files as of %s into %s.", len(out.Restored), at, to)
+	if err != nil {
+		msg = s.errorMessage(err)
+	}
+	s.sessions.setFlash(c.Get(ctxSessionID).(string), msg)
+	return c.Redirect(http.StatusSeeOther, "/folders/"+url.PathEscape(f.ID)+"/versions")
 }
