@@ -148,6 +148,11 @@ func (c *console) visit(path, sel string) {
 // waits for the next page to show want.
 func (c *console) submit(what string, fields map[string]string, button, want string) {
 	c.t.Helper()
+	// Mark the page, so that want is looked for on the page the form leads
+	// to: the old one may show it too (an earlier flash message, the list
+	// before a search).
+	get(c, "marking the page", chromedp.Evaluate[bool](`(document.documentElement.dataset.old = "1", true)`))
+	want = "html:not([data-old]) " + want
 	var steps []chromedp.Action[chromedp.Void]
 	for sel, v := range fields {
 		steps = append(steps, chromedp.SetValue(chromedp.CSS(sel), v))
