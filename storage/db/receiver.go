@@ -248,30 +248,37 @@ func referencedBytes(ctx context.Context, tx *sql.Tx, folderID string, ids []byt
 // SealedRecordsAfter returns up to limit of the folder's records with log
 // sequence above after, in log order.
 func (db *DB) SealedRecordsAfter(ctx context.Context, folderID string, after int64, limit int) ([]SealedRecord, error) {
-	rows, err := db.sql.QueryContext(ctx, `SELECT seq, origin, counter, file_key, sealed, chunks, stored_at, deleted
-		FROM receiver_records WHERE folder_id = ? AND seq > ? ORDER BY seq LIMIT ?`, folderID, after, limit)
+	recs, err := db.sealedRecords(ctx, sealedRecordColumns+` WHERE folder_id = ? AND seq > ? ORDER BY seq LIMIT ?`, folderID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading log of folder %q: %w", folderID, err)
+	}
+	return recs, nil
+}
+
+// sealedRecordColumns selects what sealedRecords scans.
+const sealedRecordColumns = `SELECT seq, origin, counter, file_key, sealed, chunks, stored_at, deleted FROM receiver_records`
+
+// sealedRecords runs a query starting with sealedRecordColumns and reads
+// its rows.
+func (db *DB) sealedRecords(ctx context.Context, query string, args ...any) ([]SealedRecord, error) {
+	rows, err := db.sql.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []SealedRecord
 	for rows.Next() {
 		var (
-			r       SealedRecord
-			counter int64
-			stored  int64
-			deleted int64
+			r                        SealedRecord
+			counter, stored, deleted int64
 		)
 		if err := rows.Scan(&r.Seq, &r.Origin, &counter, &r.FileKey, &r.Sealed, &r.Chunks, &stored, &deleted); err != nil {
-			return nil, fmt.Errorf("reading log of folder %q: %w", folderID, err)
+			return nil, err
 		}
 		r.Counter, r.StoredAt, r.Deleted = uint64(counter), fromNanos(stored), deleted != 0
 		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading log of folder %q: %w", folderID, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // SealedChunks calls fn for every chunk the folder holds, ordered by ID,

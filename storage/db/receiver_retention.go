@@ -265,32 +265,14 @@ func (db *DB) DeleteSealedChunks(ctx context.Context, folderID string, ids [][]b
 // SealedRecordsOfFile returns the folder's records with the file key, or
 // of every file when fileKey is empty, payload included, in log order.
 func (db *DB) SealedRecordsOfFile(ctx context.Context, folderID string, fileKey []byte) ([]SealedRecord, error) {
-	q := `SELECT seq, origin, counter, file_key, sealed, chunks, stored_at, deleted
-		FROM receiver_records WHERE folder_id = ?`
-	args := []any{folderID}
+	q, args := sealedRecordColumns+` WHERE folder_id = ?`, []any{folderID}
 	if len(fileKey) > 0 {
 		q += ` AND file_key = ?`
 		args = append(args, fileKey)
 	}
-	rows, err := db.sql.QueryContext(ctx, q+` ORDER BY seq`, args...)
+	recs, err := db.sealedRecords(ctx, q+` ORDER BY seq`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading records of folder %q: %w", folderID, err)
 	}
-	defer rows.Close()
-	var out []SealedRecord
-	for rows.Next() {
-		var (
-			r                        SealedRecord
-			counter, stored, deleted int64
-		)
-		if err := rows.Scan(&r.Seq, &r.Origin, &counter, &r.FileKey, &r.Sealed, &r.Chunks, &stored, &deleted); err != nil {
-			return nil, fmt.Errorf("reading records of folder %q: %w", folderID, err)
-		}
-		r.Counter, r.StoredAt, r.Deleted = uint64(counter), fromNanos(stored), deleted != 0
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading records of folder %q: %w", folderID, err)
-	}
-	return out, nil
+	return recs, nil
 }
