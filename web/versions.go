@@ -50,11 +50,11 @@ func (s *Server) getVersioning(c echo.Context) error {
 	if err != nil {
 		return folderError(id, err)
 	}
-	return c.JSON(http.StatusOK, Versioning{Type: string(cmpType(p.Type)), Keep: p.Keep, Days: p.Days})
+	return c.JSON(http.StatusOK, Versioning{Type: string(typeOrNone(p.Type)), Keep: p.Keep, Days: p.Days})
 }
 
-// cmpType names the zero type "none".
-func cmpType(t versions.Type) versions.Type {
+// typeOrNone names the zero type "none".
+func typeOrNone(t versions.Type) versions.Type {
 	if t == "" {
 		return versions.None
 	}
@@ -156,7 +156,7 @@ func (s *Server) postRestore(c echo.Context) error {
 		if err != nil {
 			return folderError(id, err)
 		}
-		if version, err = pickVersion(vs, req.At); err != nil {
+		if version, err = pickVersion(vs, req.At != "", at); err != nil {
 			return err
 		}
 	}
@@ -221,20 +221,16 @@ func (s *Server) restoreFromReceiver(c echo.Context, id string, vs []engine.Rece
 // first): the newest, or with at, the version that was current at that
 // time — the first one archived after it (a version is archived when it
 // stops being current).
-func pickVersion(vs []versions.Version, at string) (string, error) {
+func pickVersion(vs []versions.Version, hasAt bool, at time.Time) (string, error) {
 	if len(vs) == 0 {
 		return "", echo.NewHTTPError(http.StatusNotFound, "no kept versions of that file here; see `versions` for those on receivers and give --version")
 	}
-	if at == "" {
+	if !hasAt {
 		return vs[0].ID, nil
 	}
-	t, err := time.Parse(time.RFC3339, at)
-	if err != nil {
-		return "", badRequest(fmt.Sprintf("--at %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", at))
-	}
 	pick := ""
-	for _, v := range vs { // newest first: the last one after t is the earliest
-		if v.Time.After(t) {
+	for _, v := range vs { // newest first: the last one after at is the earliest
+		if v.Time.After(at) {
 			pick = v.ID
 		}
 	}

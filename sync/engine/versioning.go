@@ -172,7 +172,7 @@ func (e *Engine) RestoreVersion(ctx context.Context, folderID, id, toDir string)
 		return "", fmt.Errorf("%w: no version %q in folder %s", fs.ErrNotExist, id, folderID)
 	}
 	if toDir != "" {
-		return restoreOutside(f.fs, a, *v, toDir)
+		return restoreOutside(f.fs, *v, toDir)
 	}
 	if _, err := f.fs.Lstat(v.Path); err == nil {
 		if _, err := f.archived(v.Path); err != nil {
@@ -188,7 +188,7 @@ func (e *Engine) RestoreVersion(ctx context.Context, folderID, id, toDir string)
 
 // restoreOutside copies a version to toDir/<its path>, through a
 // temporary file, keeping its modification time.
-func restoreOutside(src *fsys.Root, _ *versions.Archive, v versions.Version, toDir string) (_ string, err error) {
+func restoreOutside(src *fsys.Root, v versions.Version, toDir string) (_ string, err error) {
 	if err := os.MkdirAll(toDir, 0o755); err != nil {
 		return "", err
 	}
