@@ -284,13 +284,9 @@ func TestEncryptedBackupAndRecover(t *testing.T) {
 	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}
-	newHome := filepath.Join(t.TempDir(), "new")
-	newID := lastLine(mustRun(t, newHome, "init"))
-	r1.cli("device", "add", newID, "--name", "new")
-	r1.cli("folder", "share", "docs", newID)
-
+	newHome := newDeviceFor(t, r1, "docs")
 	dst := filepath.Join(t.TempDir(), "recovered")
-	res = run(t, newHome, "recover", "--from", r1.Listen, "--device", r1.ID, "--folder", "docs", "--password-file", wrong, "--to", dst)
+	res = run(t, newHome, recoverArgs(r1, "docs", wrong, dst)...)
 	if res.code == 0 {
 		t.Fatal("recover with a wrong password succeeded")
 	}
@@ -298,8 +294,35 @@ func TestEncryptedBackupAndRecover(t *testing.T) {
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Fatalf("recover with a wrong password left %s behind (%v)", dst, err)
 	}
-	mustRun(t, newHome, "recover", "--from", r1.Listen, "--device", r1.ID, "--folder", "docs", "--password-file", pw, "--to", dst)
+	mustRun(t, newHome, recoverArgs(r1, "docs", pw, dst)...)
 	if d := diffTrees(snapshot(t, dirA), snapshot(t, dst)); d != "" {
+		t.Fatalf("recovered tree differs from the original:\n%s", d)
+	}
+}
+
+// newDeviceFor makes a brand-new device (a home with nothing but its
+// identity) that receiver r serves folder to, and returns its home.
+func newDeviceFor(t testing.TB, r *node, folder string) string {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "new")
+	id := lastLine(mustRun(t, home, "init"))
+	r.cli("device", "add", id, "--name", "new")
+	r.cli("folder", "share", folder, id)
+	return home
+}
+
+// recoverArgs is the recover command of folder from r into dst.
+func recoverArgs(r *node, folder, pwFile, dst string) []string {
+	return []string{"recover", "--from", r.Listen, "--device", r.ID, "--folder", folder, "--password-file", pwFile, "--to", dst}
+}
+
+// recoverSame recovers folder from r on a brand-new device and checks the
+// tree equals want's.
+func recoverSame(t testing.TB, r *node, folder, pwFile, want string) {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "recovered")
+	mustRun(t, newDeviceFor(t, r, folder), recoverArgs(r, folder, pwFile, dst)...)
+	if d := diffTrees(snapshot(t, want), snapshot(t, dst)); d != "" {
 		t.Fatalf("recovered tree differs from the original:\n%s", d)
 	}
 }
@@ -438,15 +461,7 @@ func TestReceiverRebuildFromBucket(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	newHome := filepath.Join(t.TempDir(), "new")
-	newID := lastLine(mustRun(t, newHome, "init"))
-	r.cli("device", "add", newID)
-	r.cli("folder", "share", "docs", newID)
-	dst := filepath.Join(t.TempDir(), "recovered")
-	mustRun(t, newHome, "recover", "--from", r.Listen, "--device", r.ID, "--folder", "docs", "--password-file", pw, "--to", dst)
-	if d := diffTrees(snapshot(t, dir), snapshot(t, dst)); d != "" {
-		t.Fatalf("recovered tree differs:\n%s", d)
-	}
+	recoverSame(t, r, "docs", pw, dir)
 }
 
 // TestReceiverDedup: changing 1 MiB inside a large file grows the
@@ -599,12 +614,8 @@ func TestReceiverTamper(t *testing.T) {
 
 	// Recover from the damaged receiver: non-zero exit naming the damage;
 	// what it could verify is there.
-	newHome := filepath.Join(t.TempDir(), "new")
-	newID := lastLine(mustRun(t, newHome, "init"))
-	r.cli("device", "add", newID)
-	r.cli("folder", "share", "docs", newID)
 	dst := filepath.Join(t.TempDir(), "recovered")
-	res := run(t, newHome, "recover", "--from", r.Listen, "--device", r.ID, "--folder", "docs", "--password-file", pw, "--to", dst)
+	res := run(t, newDeviceFor(t, r, "docs"), recoverArgs(r, "docs", pw, dst)...)
 	if res.code == 0 || !strings.Contains(res.stderr, "verif") {
 		t.Fatalf("recover from a damaged receiver: exit %d, stderr %q", res.code, res.stderr)
 	}

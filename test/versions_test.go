@@ -166,15 +166,7 @@ func TestReceiverPrune(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	newHome := filepath.Join(t.TempDir(), "new")
-	newID := lastLine(mustRun(t, newHome, "init"))
-	r.cli("device", "add", newID)
-	r.cli("folder", "share", "docs", newID)
-	dst := filepath.Join(t.TempDir(), "recovered")
-	mustRun(t, newHome, "recover", "--from", r.Listen, "--device", r.ID, "--folder", "docs", "--password-file", pw, "--to", dst)
-	if d := diffTrees(snapshot(t, dir), snapshot(t, dst)); d != "" {
-		t.Fatalf("recovered tree differs:\n%s", d)
-	}
+	recoverSame(t, r, "docs", pw, dir)
 }
 
 // TestReceiverVersionsAndRestore: a trusted device lists the versions a
