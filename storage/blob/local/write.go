@@ -130,9 +130,7 @@ func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reade
 	if err != nil {
 		return err
 	}
-	var rnd [12]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := tempPrefix + hex.EncodeToString(rnd[:])
+	tmp := tempName()
 	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
 		return err
@@ -166,6 +164,14 @@ func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reade
 	return nil
 }
 
+// tempName is a new random temporary file name, which List and Clean
+// recognise by its prefix.
+func tempName() string {
+	var rnd [12]byte
+	_, _ = rand.Read(rnd[:])
+	return tempPrefix + hex.EncodeToString(rnd[:])
+}
+
 // conflict explains an error from renaming onto a path that is a directory.
 func conflict(err error) error {
 	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
@@ -178,9 +184,7 @@ func conflict(err error) error {
 // parents if needed. created lists the directories that got a new entry and
 // must be fsynced for it to last.
 func (s *Store) createTemp(dir string) (name string, f *os.File, created []string, err error) {
-	var rnd [12]byte
-	_, _ = rand.Read(rnd[:])
-	name = path.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
+	name = path.Join(dir, tempName())
 	f, err = s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return name, f, nil, err
