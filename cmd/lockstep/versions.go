@@ -124,7 +124,7 @@ func newVersions(g *globals) *cobra.Command {
 func newRestore(g *globals) *cobra.Command {
 	var req web.Restore
 	c := &cobra.Command{
-		Use:   "restore ID PATH [--version V | --at RFC3339] [--to DIR]",
+		Use:   "restore ID (PATH [--version V | --at RFC3339] [--to DIR] | --all --at RFC3339 --to DIR)",
 		Short: "Put back a kept version of a file (in place, the current one going to versioning, or into --to DIR)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -162,7 +162,7 @@ func newRestore(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&req.Version, "version", "", "the version to restore (from `versions`); default the newest")
+	c.Flags().StringVar(&req.Version, "version", "", "the version to restore, as 'lockstep versions' lists it (local or a receiver's); default the newest local one")
 	c.Flags().StringVar(&req.At, "at", "", "restore the version that was current at this time (RFC 3339)")
 	c.Flags().StringVar(&req.To, "to", "", "write into this directory instead of the folder")
 	c.Flags().BoolVar(&req.All, "all", false, "the whole folder (with --at and --to)")
