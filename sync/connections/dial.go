@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"time"
 
 	"lockstep/crypt"
@@ -32,11 +33,29 @@ func (s *Service) acceptLoop(ctx context.Context, ln net.Listener) {
 			continue
 		}
 		delay = 0
-		s.connWG.Go(func() { s.handshakeIncoming(ctx, raw, cfg) })
+		s.connWG.Go(func() { s.handshakeIncoming(ctx, raw, cfg, "") })
 	}
 }
 
-func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config) {
+// AcceptRelayed takes a connection a relay spliced to this node from
+// another device (relay is the relay's address) and runs it like one
+// accepted on a listener: TLS, trust check, then the handler. Connections
+// offered while the service is not serving are closed.
+func (s *Service) AcceptRelayed(raw net.Conn, relay string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx := s.runCtx
+	if ctx == nil || ctx.Err() != nil {
+		raw.Close()
+		return
+	}
+	// Under s.mu, so it cannot race the final connWG.Wait in Serve.
+	s.connWG.Go(func() {
+		s.handshakeIncoming(ctx, raw, crypt.ServerTLSConfig(s.cfg.Identity, s.isTrusted), relay)
+	})
+}
+
+func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config, relay string) {
 	tc := tls.Server(newBufferedConn(raw), cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
@@ -60,7 +79,11 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 		s.log.Warn("incoming connection without a device ID", "err", err)
 		return
 	}
-	s.run(ctx, &Conn{Conn: tc, ID: id, Addr: raw.RemoteAddr().String(), Since: time.Now(), done: make(chan struct{})})
+	addr := raw.RemoteAddr().String()
+	if relay != "" {
+		addr = relay
+	}
+	s.run(ctx, &Conn{Conn: tc, ID: id, Addr: addr, Since: time.Now(), Relay: relay, done: make(chan struct{})})
 }
 
 // rejectedBackoff caps the redial delay after connections the peer ended
@@ -68,19 +91,25 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 // once it does, the next dial should come soon.
 const rejectedBackoff = 15 * time.Second
 
-// dialLoop keeps a connection to p: it dials p's addresses in turn with
-// exponential backoff, and after a connection ends starts again. Connections
-// it makes run under runCtx, so restarting a dialer keeps its connection.
+// dialLoop keeps a connection to p: it dials p's addresses with
+// exponential backoff, and after a connection ends starts again; while the
+// connection goes through a relay it keeps trying p's direct addresses.
+// Connections it makes run under runCtx, so restarting a dialer keeps its
+// connection.
 func (s *Service) dialLoop(ctx, runCtx context.Context, p Peer) {
 	var backoff time.Duration
 	for ctx.Err() == nil {
-		if done, since := s.connDone(p.ID); done != nil {
+		if c := s.current(p.ID); c != nil {
+			if c.Relay != "" {
+				s.upgrade(ctx, runCtx, p, c)
+				continue
+			}
 			select {
-			case <-done:
+			case <-c.done:
 			case <-ctx.Done():
 				return
 			}
-			if time.Since(since) > 10*time.Second {
+			if time.Since(c.Since) > 10*time.Second {
 				backoff = 0
 				continue
 			}
@@ -94,31 +123,164 @@ func (s *Service) dialLoop(ctx, runCtx context.Context, p Peer) {
 			}
 			continue
 		}
-		for _, addr := range p.Addresses {
-			hostport, err := ParseAddress(addr)
-			if err != nil {
-				continue
-			}
-			c, err := s.dial(ctx, p.ID, hostport)
-			if err != nil {
-				s.log.Debug("dialing device", "device", p.ID.String(), "addr", addr, "err", err)
-				continue
-			}
+		changed, hint := s.Changed(), s.hinted()
+		if c := s.connect(ctx, p, true); c != nil {
+			registered := s.Changed()
 			s.connWG.Go(func() { s.run(runCtx, c) })
-			break
-		}
-		if done, _ := s.connDone(p.ID); done != nil {
+			backoff = 0
+			// Wait for it to register (or lose to a connection in the
+			// other direction) before looking again.
+			select {
+			case <-registered:
+			case <-c.done:
+			case <-ctx.Done():
+			}
 			continue
 		}
 		backoff = min(max(2*backoff, time.Second), s.cfg.MaxBackoff)
 		select {
 		case <-time.After(backoff):
-		case <-s.Changed():
+		case <-changed:
 			// Another path connected (or a connection ended): look again.
+		case <-hint:
+			// Discovery learned new addresses.
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// upgrade waits while c, a relayed connection to p, lasts, dialing p's
+// direct addresses every RelayRetry; a direct connection that works
+// replaces c (register prefers it).
+func (s *Service) upgrade(ctx, runCtx context.Context, p Peer, c *Conn) {
+	t := time.NewTimer(s.cfg.RelayRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if d := s.connect(ctx, p, false); d != nil {
+			s.log.Info("direct connection replaces relay", "device", p.ID.String(), "addr", d.Addr)
+			s.connWG.Go(func() { s.run(runCtx, d) })
+			select {
+			case <-c.done:
+			case <-d.done:
+			case <-ctx.Done():
+			}
+			return
+		}
+		t.Reset(s.cfg.RelayRetry)
+	}
+}
+
+// addresses returns p's addresses to dial: its own, and if it is dynamic,
+// those discovery knows; direct ones first, without duplicates.
+func (s *Service) addresses(ctx context.Context, p Peer) (direct, relays []string) {
+	all := make([]string, 0, len(p.Addresses))
+	dynamic := len(p.Addresses) == 0
+	for _, a := range p.Addresses {
+		if a == Dynamic {
+			dynamic = true
+			continue
+		}
+		all = append(all, a)
+	}
+	if dynamic && s.cfg.Resolver != nil {
+		all = append(all, s.cfg.Resolver.Lookup(ctx, p.ID)...)
+	}
+	seen := make(map[string]bool, len(all))
+	for _, a := range all {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		switch {
+		case strings.HasPrefix(a, "tcp://"):
+			direct = append(direct, a)
+		case strings.HasPrefix(a, "relay://"):
+			relays = append(relays, a)
+		}
+	}
+	return direct, relays
+}
+
+// connect dials all of p's direct addresses at once and, when relays
+// are allowed, its relay addresses once the direct ones have failed or had
+// their head start. It returns the first connection that completes its
+// handshake (closing any later ones), or nil.
+func (s *Service) connect(ctx context.Context, p Peer, relays bool) *Conn {
+	direct, via := s.addresses(ctx, p)
+	if !relays || s.cfg.Relay == nil {
+		via = nil
+	}
+	if len(direct)+len(via) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan *Conn)
+	pending := 0
+	start := func(addr string, dial func() (*Conn, error)) {
+		pending++
+		go func() {
+			c, err := dial()
+			if err != nil {
+				s.log.Debug("dialing device", "device", p.ID.String(), "addr", addr, "err", err)
+			}
+			results <- c
+		}()
+	}
+	for _, addr := range direct {
+		hostport, err := ParseAddress(addr)
+		if err != nil {
+			continue
+		}
+		start(addr, func() (*Conn, error) { return s.dial(ctx, p.ID, hostport) })
+	}
+	startRelays := func() {
+		for _, addr := range via {
+			start(addr, func() (*Conn, error) { return s.dialRelay(ctx, p.ID, addr) })
+		}
+		via = nil
+	}
+	var headStart <-chan time.Time
+	if len(via) > 0 {
+		if pending == 0 {
+			startRelays()
+		} else {
+			t := time.NewTimer(s.cfg.RelayHeadStart)
+			defer t.Stop()
+			headStart = t.C
+		}
+	}
+	var won *Conn
+	for pending > 0 {
+		select {
+		case c := <-results:
+			pending--
+			switch {
+			case c == nil:
+			case won == nil:
+				won = c
+				cancel() // the rest are no longer needed
+			default:
+				c.close()
+			}
+			if won == nil && pending == 0 && len(via) > 0 {
+				startRelays()
+			}
+		case <-headStart:
+			if won == nil {
+				startRelays()
+			}
+		}
+	}
+	return won
 }
 
 func (s *Service) dial(ctx context.Context, id crypt.DeviceID, hostport string) (*Conn, error) {
@@ -129,23 +291,33 @@ func (s *Service) dial(ctx context.Context, id crypt.DeviceID, hostport string) 
 	if err != nil {
 		return nil, err
 	}
+	return s.handshakeOutgoing(dctx, raw, id, raw.RemoteAddr().String(), "")
+}
+
+func (s *Service) dialRelay(ctx context.Context, id crypt.DeviceID, addr string) (*Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+	defer cancel()
+	raw, err := s.cfg.Relay.DialRelay(dctx, addr, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.handshakeOutgoing(dctx, raw, id, addr, addr)
+}
+
+func (s *Service) handshakeOutgoing(ctx context.Context, raw net.Conn, id crypt.DeviceID, addr, relay string) (*Conn, error) {
 	tc := tls.Client(newBufferedConn(raw), crypt.ClientTLSConfig(s.cfg.Identity, id))
-	if err := tc.HandshakeContext(dctx); err != nil {
+	if err := tc.HandshakeContext(ctx); err != nil {
 		tc.Close()
 		return nil, err
 	}
-	return &Conn{Conn: tc, ID: id, Addr: raw.RemoteAddr().String(), Dialed: true, Since: time.Now(), done: make(chan struct{})}, nil
+	return &Conn{Conn: tc, ID: id, Addr: addr, Dialed: true, Since: time.Now(), Relay: relay, done: make(chan struct{})}, nil
 }
 
-// connDone returns the done channel and start of id's live connection, or
-// nil.
-func (s *Service) connDone(id crypt.DeviceID) (<-chan struct{}, time.Time) {
+// current returns id's live connection, or nil.
+func (s *Service) current(id crypt.DeviceID) *Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.conns[id]; ok {
-		return c.done, c.Since
-	}
-	return nil, time.Time{}
+	return s.conns[id]
 }
 
 // preferred reports whether a connection dialed by the device with the
@@ -154,6 +326,15 @@ func (s *Service) preferred(c *Conn) bool {
 	me, peer := s.cfg.Identity.ID, c.ID
 	iAmSmaller := string(me[:]) < string(peer[:])
 	return c.Dialed == iAmSmaller
+}
+
+// keepOld decides between two connections to one device: a direct one
+// beats a relayed one, then the preferred direction wins, then the newer.
+func (s *Service) keepOld(old, c *Conn) bool {
+	if (old.Relay == "") != (c.Relay == "") {
+		return old.Relay == ""
+	}
+	return old.Dialed != c.Dialed && s.preferred(old)
 }
 
 // register makes c the device's connection, resolving duplicates. It returns
@@ -166,7 +347,7 @@ func (s *Service) register(c *Conn) bool {
 		return false
 	}
 	old, ok := s.conns[c.ID]
-	if ok && old.Dialed != c.Dialed && s.preferred(old) {
+	if ok && s.keepOld(old, c) {
 		s.mu.Unlock()
 		s.log.Debug("dropping duplicate connection", "device", c.ID.String())
 		c.close()

@@ -7,10 +7,15 @@
 // Invariants:
 //   - A connection is handed to the Handler only after a TLS 1.3 handshake in
 //     which the peer proved the key of a trusted device.
-//   - At most one connection per device is live. When both sides dial at
-//     once, both keep the connection dialed by the device with the smaller ID,
-//     so they agree without talking; a newer connection in the same direction
+//   - At most one connection per device is live. A direct connection beats
+//     one through a relay; among equals, when both sides dial at once, both
+//     keep the connection dialed by the device with the smaller ID, so they
+//     agree without talking; a newer connection in the same direction
 //     replaces an older one (the old one is probably dead after a restart).
+//   - Relays carry data only when no direct address works: direct addresses
+//     are dialed first and get a head start; a relayed device is dialed
+//     directly again every RelayRetry, and a direct connection replaces the
+//     relayed one.
 //   - No goroutine outlives Serve's context.
 package connections
 
@@ -48,11 +53,35 @@ type Registry interface {
 	Seen(ctx context.Context, id crypt.DeviceID, t time.Time) error
 }
 
+// Resolver finds the current addresses of a dynamic device (local and
+// global discovery). Implementations must be safe for concurrent use and
+// should answer from a cache: Lookup is called at every dial.
+type Resolver interface {
+	Lookup(ctx context.Context, id crypt.DeviceID) []string
+}
+
+// RelayDialer opens a raw connection to target through the relay at addr
+// (relay://HOST:PORT/?id=ID); the service runs TLS over it.
+type RelayDialer interface {
+	DialRelay(ctx context.Context, addr string, target crypt.DeviceID) (net.Conn, error)
+}
+
+// Dynamic is the address entry meaning "find this device through
+// discovery". A device with no addresses at all is dynamic too.
+const Dynamic = "dynamic"
+
 // Peer is a trusted device and the addresses to dial for it.
 type Peer struct {
 	ID        crypt.DeviceID
-	Addresses []string // tcp://host:port; "dynamic" entries are skipped here
+	Addresses []string // tcp://host:port, relay://host:port/?id=ID or Dynamic
 }
+
+// Connection types, as Info reports them.
+const (
+	TypeLAN   = "lan"   // direct, to a private, link-local or on-link address
+	TypeWAN   = "wan"   // direct, to any other address
+	TypeRelay = "relay" // spliced by a relay
+)
 
 // Conn is an established, authenticated connection to a device.
 type Conn struct {
@@ -61,6 +90,8 @@ type Conn struct {
 	Addr   string // remote address
 	Dialed bool   // true when this node dialed
 	Since  time.Time
+	// Relay is the relay's address when the connection goes through one.
+	Relay string
 
 	done  chan struct{}
 	once  sync.Once
@@ -86,6 +117,7 @@ type Info struct {
 	Addr   string
 	Dialed bool
 	Since  time.Time
+	Type   string // TypeLAN, TypeWAN or TypeRelay
 }
 
 // Config configures a Service.
@@ -102,6 +134,16 @@ type Config struct {
 	// RefreshInterval is how often the device list is reloaded even without
 	// Reload calls; default 30 s.
 	RefreshInterval time.Duration
+	// Resolver finds addresses of dynamic devices; nil: none are found.
+	Resolver Resolver
+	// Relay dials relay:// addresses; nil: they are skipped.
+	Relay RelayDialer
+	// RelayHeadStart is how long direct dials run alone before relays are
+	// tried too; default 3 s.
+	RelayHeadStart time.Duration
+	// RelayRetry is how often a device connected through a relay is dialed
+	// directly again; default 60 s.
+	RelayRetry time.Duration
 }
 
 // Service is the connection service. Create it with New, start it with
@@ -117,6 +159,8 @@ type Service struct {
 	trusted map[crypt.DeviceID]Peer
 	conns   map[crypt.DeviceID]*Conn
 	changed chan struct{} // closed and replaced on every connect/disconnect
+	hint    chan struct{} // closed and replaced by Hint
+	runCtx  context.Context
 }
 
 // New binds the listeners (so the actual ports are known before Serve) and
@@ -137,6 +181,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.RefreshInterval == 0 {
 		cfg.RefreshInterval = 30 * time.Second
 	}
+	if cfg.RelayHeadStart == 0 {
+		cfg.RelayHeadStart = 3 * time.Second
+	}
+	if cfg.RelayRetry == 0 {
+		cfg.RelayRetry = 60 * time.Second
+	}
 	s := &Service{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -144,6 +194,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		trusted: map[crypt.DeviceID]Peer{},
 		conns:   map[crypt.DeviceID]*Conn{},
 		changed: make(chan struct{}),
+		hint:    make(chan struct{}),
 	}
 	if err := s.loadPeers(ctx); err != nil {
 		return nil, err
@@ -207,7 +258,7 @@ func (s *Service) Connections() []Info {
 		if !c.ready.Load() {
 			continue
 		}
-		out = append(out, Info{ID: c.ID, Addr: c.Addr, Dialed: c.Dialed, Since: c.Since})
+		out = append(out, Info{ID: c.ID, Addr: c.Addr, Dialed: c.Dialed, Since: c.Since, Type: c.kind()})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0 })
 	return out
@@ -219,6 +270,21 @@ func (s *Service) Connected(id crypt.DeviceID) bool {
 	defer s.mu.Unlock()
 	c, ok := s.conns[id]
 	return ok && c.ready.Load()
+}
+
+// Hint tells the service that discovery learned something: devices not
+// connected are dialed again now instead of after their backoff.
+func (s *Service) Hint() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.hint)
+	s.hint = make(chan struct{})
+}
+
+func (s *Service) hinted() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hint
 }
 
 // Changed returns a channel that is closed at the next connect or
@@ -268,6 +334,9 @@ func (s *Service) loadPeers(ctx context.Context) error {
 func (s *Service) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ln := range s.listeners {
 		wg.Add(1)
@@ -338,6 +407,7 @@ loop:
 	for _, c := range s.conns {
 		c.close()
 	}
+	s.runCtx = nil
 	s.mu.Unlock()
 	wg.Wait()
 	s.connWG.Wait()

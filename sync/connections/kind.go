@@ -1,0 +1,37 @@
+package connections
+
+import "net"
+
+// kind classifies c for status reports.
+func (c *Conn) kind() string {
+	if c.Relay != "" {
+		return TypeRelay
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return TypeWAN
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return TypeWAN
+	}
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || onLink(ip) {
+		return TypeLAN
+	}
+	return TypeWAN
+}
+
+// onLink reports whether ip is in the subnet of one of this machine's
+// interfaces: a public address on the same LAN is still a LAN peer.
+func onLink(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,285 @@
+package connections
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"lockstep/crypt"
+)
+
+// fakeResolver answers lookups from a map the test changes.
+type fakeResolver struct {
+	mu    sync.Mutex
+	addrs map[crypt.DeviceID][]string
+	calls atomic.Int32
+}
+
+func (r *fakeResolver) Lookup(_ context.Context, id crypt.DeviceID) []string {
+	r.calls.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.addrs[id]...)
+}
+
+func (r *fakeResolver) set(id crypt.DeviceID, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.addrs == nil {
+		r.addrs = map[crypt.DeviceID][]string{}
+	}
+	r.addrs[id] = addrs
+}
+
+// pipeRelay stands in for a relay server (tested in sync/relay): it hands
+// one end of a loopback TCP connection straight to the target service's
+// AcceptRelayed, so what is tested here is the service's side of relaying.
+// (Not net.Pipe: its unbuffered writes would deadlock a TLS alert that
+// nobody reads, which real sockets buffer.)
+type pipeRelay struct {
+	targets map[crypt.DeviceID]*Service
+	dials   atomic.Int32
+}
+
+func (r *pipeRelay) DialRelay(_ context.Context, addr string, target crypt.DeviceID) (net.Conn, error) {
+	r.dials.Add(1)
+	s, ok := r.targets[target]
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	near, far, err := tcpPair()
+	if err != nil {
+		return nil, err
+	}
+	s.AcceptRelayed(far, addr)
+	return near, nil
+}
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair() (net.Conn, net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ln.Close()
+	near, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return nil, nil, err
+	}
+	far, err := ln.Accept()
+	if err != nil {
+		near.Close()
+		return nil, nil, err
+	}
+	return near, far, nil
+}
+
+func newPathService(t *testing.T, id *crypt.Identity, reg Registry, res Resolver, relay RelayDialer) *Service {
+	t.Helper()
+	s, err := New(context.Background(), Config{
+		Identity: id, Registry: reg, Handler: holdHandler{},
+		Listen: []string{"tcp://127.0.0.1:0"}, RefreshInterval: time.Hour,
+		Resolver: res, Relay: relay,
+		RelayHeadStart: 50 * time.Millisecond, RelayRetry: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitConn waits until s has a connection to id of the given type.
+func waitConn(t *testing.T, s *Service, id crypt.DeviceID, kind string) Info {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, c := range s.Connections() {
+			if c.ID == id && c.Type == kind {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s connection to %s: %+v", kind, id, s.Connections())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deadAddress is a loopback address nothing listens on.
+func deadAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "tcp://" + ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestDynamicThroughRelayThenDirect: a dynamic device whose only working
+// address is a relay gets a relayed connection; once discovery also knows
+// a direct address, the direct connection replaces the relayed one on both
+// sides.
+func TestDynamicThroughRelayThenDirect(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a, b := identity(t, "a"), identity(t, "b")
+	res := &fakeResolver{}
+	relay := &pipeRelay{targets: map[crypt.DeviceID]*Service{}}
+	ra := &memRegistry{peers: []Peer{{ID: b.ID, Addresses: []string{Dynamic}}}}
+	// b knows no address for a at all: every connection is a's.
+	rb := &memRegistry{peers: []Peer{{ID: a.ID, Addresses: []string{}}}}
+	sa := newPathService(t, a, ra, res, relay)
+	sb := newPathService(t, b, rb, nil, nil)
+	relay.targets[b.ID] = sb
+	res.set(b.ID, deadAddress(t), "relay://127.0.0.1:1/?id="+b.ID.String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range []*Service{sa, sb} {
+		wg.Go(func() { s.Serve(ctx) })
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	ca := waitConn(t, sa, b.ID, TypeRelay)
+	cb := waitConn(t, sb, a.ID, TypeRelay)
+	if !ca.Dialed || cb.Dialed {
+		t.Fatalf("relayed connection: a dialed %v, b dialed %v", ca.Dialed, cb.Dialed)
+	}
+	if ca.Addr != "relay://127.0.0.1:1/?id="+b.ID.String() {
+		t.Fatalf("relayed connection's address = %q", ca.Addr)
+	}
+
+	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String(), sb.Addresses()[0])
+	waitConn(t, sa, b.ID, TypeLAN)
+	waitConn(t, sb, a.ID, TypeLAN)
+	dials := relay.dials.Load()
+	// The direct connection stays: no more relay dials.
+	time.Sleep(300 * time.Millisecond)
+	if n := relay.dials.Load(); n != dials {
+		t.Fatalf("relay dialed %d more times after a direct connection", n-dials)
+	}
+	if got := sa.Connections(); len(got) != 1 || got[0].Type != TypeLAN {
+		t.Fatalf("a's connections: %+v", got)
+	}
+}
+
+// TestDirectFirst: when a direct address works, the relay is never used.
+func TestDirectFirst(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a, b := identity(t, "a"), identity(t, "b")
+	res := &fakeResolver{}
+	relay := &pipeRelay{targets: map[crypt.DeviceID]*Service{}}
+	ra := &memRegistry{peers: []Peer{{ID: b.ID, Addresses: []string{Dynamic}}}}
+	rb := &memRegistry{peers: []Peer{{ID: a.ID, Addresses: []string{}}}}
+	sa, sb := newPathService(t, a, ra, res, relay), newPathService(t, b, rb, nil, nil)
+	relay.targets[b.ID] = sb
+	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String(), sb.Addresses()[0])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range []*Service{sa, sb} {
+		wg.Go(func() { s.Serve(ctx) })
+	}
+	defer func() { cancel(); wg.Wait() }()
+	waitConn(t, sa, b.ID, TypeLAN)
+	if n := relay.dials.Load(); n != 0 {
+		t.Fatalf("relay dialed %d times although the direct address works", n)
+	}
+}
+
+// TestRelayedUnknownIsPending: a device the node does not trust, arriving
+// through a relay, is refused and recorded as pending like a direct one.
+func TestRelayedUnknownIsPending(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a, b := identity(t, "a"), identity(t, "b")
+	relay := &pipeRelay{targets: map[crypt.DeviceID]*Service{}}
+	res := &fakeResolver{}
+	ra := &memRegistry{peers: []Peer{{ID: b.ID, Addresses: []string{Dynamic}}}}
+	rb := &memRegistry{}
+	sa, sb := newPathService(t, a, ra, res, relay), newPathService(t, b, rb, nil, nil)
+	relay.targets[b.ID] = sb
+	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range []*Service{sa, sb} {
+		wg.Go(func() { s.Serve(ctx) })
+	}
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rb.mu.Lock()
+		n := len(rb.pending)
+		rb.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a relayed unknown device was not recorded as pending")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sb.Connected(a.ID) {
+		t.Fatal("an unknown device got a relayed connection")
+	}
+}
+
+// TestAcceptRelayedWhenStopped: a relayed connection offered to a service
+// that is not serving is closed, not leaked.
+func TestAcceptRelayedWhenStopped(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := newPathService(t, identity(t, "a"), &memRegistry{}, nil, nil)
+	defer s.closeListeners()
+	near, far, err := tcpPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer near.Close()
+	s.AcceptRelayed(far, "relay://127.0.0.1:1/?id=x")
+	near.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := near.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the relayed connection was not closed")
+	}
+}
+
+func TestKeepOld(t *testing.T) {
+	a, b := identity(t, "a"), identity(t, "b")
+	s := &Service{cfg: Config{Identity: a}}
+	direct := &Conn{ID: b.ID, Dialed: true}
+	relayed := &Conn{ID: b.ID, Dialed: true, Relay: "relay://h:1/?id=x"}
+	if !s.keepOld(direct, relayed) {
+		t.Error("a relayed connection replaced a direct one")
+	}
+	if s.keepOld(relayed, direct) {
+		t.Error("a direct connection did not replace a relayed one")
+	}
+	if s.keepOld(direct, &Conn{ID: b.ID, Dialed: true}) {
+		t.Error("a newer connection in the same direction did not replace the older")
+	}
+}
+
+func TestKind(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:5":     TypeLAN,
+		"10.1.2.3:5":      TypeLAN,
+		"192.168.1.9:5":   TypeLAN,
+		"[fe80::1]:5":     TypeLAN,
+		"[fd00::1]:5":     TypeLAN,
+		"8.8.8.8:5":       TypeWAN,
+		"[2001:db8::1]:5": TypeWAN,
+		"garbage":         TypeWAN,
+	} {
+		if got := (&Conn{Addr: addr}).kind(); got != want {
+			t.Errorf("kind(%s) = %s, want %s", addr, got, want)
+		}
+	}
+	if got := (&Conn{Addr: "8.8.8.8:5", Relay: "relay://h:1"}).kind(); got != TypeRelay {
+		t.Errorf("relayed kind = %s", got)
+	}
+}
