@@ -1,6 +1,9 @@
 package connections
 
-import "net"
+import (
+	"net"
+	"strings"
+)
 
 // kind classifies c for status reports.
 func (c *Conn) kind() string {
@@ -11,6 +14,9 @@ func (c *Conn) kind() string {
 	if err != nil {
 		return TypeWAN
 	}
+	// A link-local IPv6 address carries its zone ("fe80::1%eth0"), which
+	// ParseIP refuses.
+	host, _, _ = strings.Cut(host, "%")
 	ip := net.ParseIP(host)
 	if ip == nil {
 		return TypeWAN

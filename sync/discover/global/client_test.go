@@ -1,0 +1,273 @@
+package global
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestNewClientServerURL(t *testing.T) {
+	id := newIdentity(t, "a")
+	good := "https://127.0.0.1:8443/?id=" + id.ID.String()
+	if _, err := NewClient(ClientConfig{Identity: id, Server: good}); err != nil {
+		t.Fatalf("%s: %v", good, err)
+	}
+	for _, raw := range []string{
+		"https://127.0.0.1:8443/",
+		"https://127.0.0.1:8443",
+		"https://127.0.0.1:8443/?id=",
+		"https://127.0.0.1:8443/?id=AAAA",
+		"http://127.0.0.1:8443/?id=" + id.ID.String(),
+		"https://127.0.0.1/?id=" + id.ID.String(),
+		"https://127.0.0.1:8443/v2/?id=" + id.ID.String(),
+		"127.0.0.1:8443",
+		"",
+	} {
+		_, err := NewClient(ClientConfig{Identity: id, Server: raw})
+		if !errors.Is(err, ErrServerURL) || !strings.Contains(err.Error(), `"`+raw+`"`) {
+			t.Errorf("%q: %v, want ErrServerURL naming the URL", raw, err)
+		}
+	}
+	_, err := NewClient(ClientConfig{Identity: id, Server: "https://127.0.0.1:8443/"})
+	if err == nil || !strings.Contains(err.Error(), "?id=") {
+		t.Errorf("missing id: %v, want an error mentioning ?id=", err)
+	}
+	if _, err := NewClient(ClientConfig{Server: good}); err == nil {
+		t.Error("NewClient without identity succeeded")
+	}
+}
+
+func TestClientWrongServerID(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	a, other := newIdentity(t, "a"), newIdentity(t, "other")
+	url := "https://" + s.ln.Addr().String() + "/?id=" + other.ID.String()
+	c := newClient(t, ClientConfig{Identity: a, Server: url, Addresses: func() []string { return []string{"tcp://0.0.0.0:1"} }})
+
+	_, err := c.Lookup(context.Background(), a.ID)
+	if !errors.Is(err, ErrWrongServer) {
+		t.Fatalf("lookup: %v, want ErrWrongServer", err)
+	}
+	for _, want := range []string{s.cfg.Identity.ID.String(), other.ID.String()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if _, err := c.announce(context.Background()); !errors.Is(err, ErrWrongServer) {
+		t.Errorf("announce: %v, want ErrWrongServer", err)
+	}
+	if st := s.Stats(); st.Devices != 0 {
+		t.Errorf("Stats: %+v", st)
+	}
+}
+
+// serveClient runs c.Serve until the test ends.
+func serveClient(t *testing.T, c *Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("client Serve: %v", err)
+		}
+	})
+}
+
+func (c *Client) announceCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.announces
+}
+
+func TestClientReannouncesAfterServerInterval(t *testing.T) {
+	// TTL 3 s: Reannounce-After is 1 s.
+	s := startServer(t, ServerConfig{TTL: 3 * time.Second})
+	a := newIdentity(t, "a")
+	var calls sync.WaitGroup
+	calls.Add(2)
+	var mu sync.Mutex
+	n := 0
+	c := newClient(t, ClientConfig{Identity: a, Server: s.URL(), Addresses: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if n <= 2 {
+			calls.Done()
+		}
+		return []string{"tcp://0.0.0.0:1"}
+	}})
+	start := time.Now()
+	serveClient(t, c)
+	waitFor(t, "two announcements", func() bool { return s.announces.Load() >= 2 })
+	if el := time.Since(start); el < time.Second {
+		t.Errorf("re-announced after %v, before Reannounce-After", el)
+	}
+	calls.Wait() // Addresses was called at every announcement
+	st := c.Status()
+	if st.Server != s.URL() || st.LastAnnounce.IsZero() || st.Error != "" {
+		t.Errorf("Status: %+v", st)
+	}
+}
+
+func TestClientAnnounceTrigger(t *testing.T) {
+	s := startServer(t, ServerConfig{}) // Reannounce-After 10 min
+	a, b := newIdentity(t, "a"), newIdentity(t, "b")
+	var mu sync.Mutex
+	addrs := []string{"tcp://0.0.0.0:1"}
+	c := newClient(t, ClientConfig{Identity: a, Server: s.URL(), Addresses: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(addrs)
+	}})
+	c.minGap = 10 * time.Millisecond
+	serveClient(t, c)
+	waitFor(t, "the first announcement", func() bool { return c.announceCount() == 1 })
+
+	mu.Lock()
+	addrs = []string{"tcp://0.0.0.0:2"}
+	mu.Unlock()
+	c.Announce()
+	waitFor(t, "the second announcement", func() bool { return c.announceCount() == 2 })
+	got, err := newClient(t, ClientConfig{Identity: b, Server: s.URL()}).Lookup(context.Background(), a.ID)
+	if err != nil || !slices.Equal(got, []string{"tcp://127.0.0.1:2"}) {
+		t.Errorf("after Announce: %q, %v", got, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := c.announceCount(); n != 2 {
+		t.Errorf("%d announcements without a trigger, want 2", n)
+	}
+}
+
+func TestClientBackoffAndErrorLog(t *testing.T) {
+	clk := newClock()
+	s := startServer(t, ServerConfig{MaxDevices: 1, TTL: time.Hour, Now: clk.Now})
+	// Fill the server so the client's announcements get 503.
+	if code, body, _ := newRawClient(t, s, newIdentity(t, "filler")).do(http.MethodPost, "", announceBody(t, "tcp://0.0.0.0:1")); code != 204 {
+		t.Fatalf("filler: %d %s", code, body)
+	}
+	logs := &logRecorder{}
+	a := newIdentity(t, "a")
+	var mu sync.Mutex
+	attempts := 0
+	c := newClient(t, ClientConfig{Identity: a, Server: s.URL(), Logger: slog.New(logs), Addresses: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		return []string{"tcp://0.0.0.0:1"}
+	}})
+	c.backoffMin = time.Millisecond
+	serveClient(t, c)
+	waitFor(t, "retries", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts >= 4
+	})
+	st := c.Status()
+	if !strings.Contains(st.Error, "503") || !st.LastAnnounce.IsZero() {
+		t.Errorf("Status while failing: %+v", st)
+	}
+	if n := logs.count(slog.LevelWarn, "failed"); n != 1 {
+		t.Errorf("%d Warn lines for one repeated error, want 1", n)
+	}
+	if n := logs.count(slog.LevelDebug, "failed"); n < 2 {
+		t.Errorf("%d Debug lines for repeats, want >= 2", n)
+	}
+
+	clk.Add(time.Hour) // the filler expires: room for a
+	waitFor(t, "a successful announcement", func() bool { return c.Status().Error == "" })
+	if st := c.Status(); st.LastAnnounce.IsZero() {
+		t.Errorf("Status after success: %+v", st)
+	}
+	if st := s.Stats(); st.Devices != 1 {
+		t.Errorf("Stats: %+v", st)
+	}
+}
+
+func TestBackoffSchedule(t *testing.T) {
+	var got []time.Duration
+	for _, failures := range []int{0, 1, 2, 3, 4, 5, 6, 7, 1000} {
+		got = append(got, backoff(backoffMin, failures))
+	}
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second,
+		80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}
+	if !slices.Equal(got, want) {
+		t.Errorf("backoff %v, want %v", got, want)
+	}
+}
+
+func TestReannounceAfterHeader(t *testing.T) {
+	for h, want := range map[string]time.Duration{
+		"600":                  10 * time.Minute,
+		"1":                    time.Second,
+		"0":                    defaultReannounce,
+		"-5":                   defaultReannounce,
+		"":                     defaultReannounce,
+		"1.5":                  defaultReannounce,
+		"86400":                24 * time.Hour,
+		"86401":                24 * time.Hour,
+		"99999999999999999999": defaultReannounce,
+	} {
+		if got := reannounceAfter(h); got != want {
+			t.Errorf("Reannounce-After %q: %v, want %v", h, got, want)
+		}
+	}
+}
+
+func TestLookupCache(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	clk := newClock()
+	a, b := newIdentity(t, "a"), newIdentity(t, "b")
+	ra := newRawClient(t, s, a)
+	cb := newClient(t, ClientConfig{Identity: b, Server: s.URL(), Now: clk.Now})
+	ctx := context.Background()
+	t0 := clk.Now()
+
+	if _, err := cb.Lookup(ctx, a.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("first lookup: %v", err)
+	}
+	if code, body, _ := ra.do(http.MethodPost, "", announceBody(t, "tcp://192.0.2.1:1")); code != 204 {
+		t.Fatalf("announce: %d %s", code, body)
+	}
+	clk.Set(t0.Add(notFoundTTL - time.Nanosecond))
+	if _, err := cb.Lookup(ctx, a.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("not-found answer not cached for %v: %v", notFoundTTL, err)
+	}
+	clk.Set(t0.Add(notFoundTTL))
+	t1 := clk.Now()
+	got, err := cb.Lookup(ctx, a.ID)
+	if err != nil || !slices.Equal(got, []string{"tcp://192.0.2.1:1"}) {
+		t.Fatalf("after the not-found TTL: %q, %v", got, err)
+	}
+
+	got[0] = "mutated by the caller"
+	if code, body, _ := ra.do(http.MethodPost, "", announceBody(t, "tcp://192.0.2.1:2")); code != 204 {
+		t.Fatalf("announce: %d %s", code, body)
+	}
+	clk.Set(t1.Add(foundTTL - time.Nanosecond))
+	got, err = cb.Lookup(ctx, a.ID)
+	if err != nil || !slices.Equal(got, []string{"tcp://192.0.2.1:1"}) {
+		t.Errorf("found answer not cached for %v: %q, %v", foundTTL, got, err)
+	}
+	clk.Set(t1.Add(foundTTL))
+	got, err = cb.Lookup(ctx, a.ID)
+	if err != nil || !slices.Equal(got, []string{"tcp://192.0.2.1:2"}) {
+		t.Errorf("after the found TTL: %q, %v", got, err)
+	}
+}
+
+func TestLookupCancelled(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	c := newClient(t, ClientConfig{Identity: newIdentity(t, "a"), Server: s.URL()})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Lookup(ctx, c.cfg.Identity.ID); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled lookup: %v", err)
+	}
+}

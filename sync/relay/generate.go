@@ -1,0 +1,3 @@
+package relay
+
+//go:generate protoc --go_out=. --go_opt=paths=source_relative relay.proto
