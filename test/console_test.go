@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"lockstep/crypt"
+	"lockstep/web"
 )
 
 // xssName is a file and device name that runs a script if a page ever
@@ -162,12 +167,16 @@ func (c *console) submit(what string, fields map[string]string, button, want str
 }
 
 // screenshot saves the page to $LOCKSTEP_SCREENSHOTS/name.png when set.
+// Folder paths, temporary directories of the test machine, show as
+// ~/Sync/<folder ID> so the shots read well in the docs.
 func (c *console) screenshot(name string) {
 	c.t.Helper()
 	dir := os.Getenv("LOCKSTEP_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
+	get(c, "tidying paths", chromedp.Evaluate[bool](`(document.querySelectorAll("tr[data-folder] small.path").forEach(e =>
+		e.textContent = "~/Sync/" + e.closest("tr").dataset.folder), true)`))
 	png := get(c, "screenshot", chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		c.t.Fatal(err)
@@ -251,7 +260,6 @@ func TestConsoleBrowser(t *testing.T) {
 	if n := ca.count("#devices img"); n != 0 {
 		t.Errorf("a device name became %d img elements", n)
 	}
-	ca.screenshot("console-devices")
 
 	// Add and share the folder on both sides.
 	dirA, dirB := filepath.Join(t.TempDir(), "docs-a"), filepath.Join(t.TempDir(), "docs-b")
@@ -314,9 +322,13 @@ func TestConsoleBrowser(t *testing.T) {
 	if n := ca.count("img"); n != 1 { // the QR code only
 		t.Errorf("a's dashboard has %d img elements, want only the QR code", n)
 	}
-	ca.screenshot("console-dashboard")
-	ca.visit("/folders", "#folders")
-	ca.screenshot("console-folders")
+	// b's pages name only "node a": they make the docs' screenshots.
+	cb.visit("/", `tr[data-folder="docs"]`)
+	cb.screenshot("dashboard")
+	cb.visit("/devices", "#add-device")
+	cb.screenshot("devices")
+	cb.visit("/folders", "#folders")
+	cb.screenshot("folders")
 	if n := ca.dialogs.Load() + cb.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
 	}
@@ -365,7 +377,17 @@ func TestConsoleVersions(t *testing.T) {
 	if strings.Join(sources, "|") != "local|local" {
 		t.Errorf("sources %q, want local|local", sources)
 	}
-	cb.screenshot("console-versions")
+	cb.screenshot("versions")
+	// Download the oldest version ("one") through its link.
+	dl := t.TempDir()
+	if _, err := chromedp.CallBrowser(cb.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dl}); err != nil {
+		t.Fatalf("allowing downloads: %v", err)
+	}
+	cb.run("downloading the oldest version", chromedp.Click(chromedp.CSS("#versions tbody tr:last-child a.download")))
+	eventually(t, 30*time.Second, "the download of x.txt", func() bool {
+		b, err := os.ReadFile(filepath.Join(dl, "x.txt"))
+		return err == nil && string(b) == "one"
+	})
 	// The last row is the oldest version: "one".
 	cb.run("restoring the oldest version", chromedp.Click(chromedp.CSS("#versions tbody tr:last-child button.restore")), chromedp.WaitVisible(chromedp.CSS("#flash")))
 	if got := cb.text("#flash"); got != "Restored x.txt." {
@@ -379,5 +401,239 @@ func TestConsoleVersions(t *testing.T) {
 	}
 	if n := cb.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
+	}
+}
+
+// TestConsoleManage: the devices page checks an ID as it is typed,
+// ignores a pending device and removes a known one after asking; a
+// folder's label is edited and the folder removed after a confirm step
+// that says its files stay, which they do.
+func TestConsoleManage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	browser := newBrowser(t)
+	a, b := startNode(t, "a"), startNode(t, "b")
+	ca := openConsole(t, browser, a)
+	ca.setUp()
+
+	ca.visit("/devices", "#add-device")
+	check := func(id, want string) {
+		t.Helper()
+		get(ca, "clearing the ID", chromedp.Evaluate[bool](`(document.getElementById("device-id-input").value = "", true)`))
+		ca.run("typing "+id, chromedp.SendKeys(chromedp.CSS("#device-id-input"), id))
+		eventually(t, 10*time.Second, "the ID check to say "+want, func() bool { return ca.text("#device-id-check") == want })
+	}
+	_, cutErr := crypt.ParseDeviceID(b.ID[:20])
+	check(a.ID, "this is this device")
+	check(b.ID[:20], cutErr.Error())
+	check(b.ID, "valid device ID")
+
+	// b knocks on a and shows as pending; b stops so it cannot knock
+	// again, and a ignores it.
+	b.cli("device", "add", a.ID, "--address", a.Listen)
+	pending := `li[data-pending-device="` + b.ID + `"]`
+	ca.run("waiting for b pending", chromedp.WaitVisible(chromedp.CSS(pending)))
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	ca.visit("/devices", pending)
+	ca.submit("ignoring b", nil, pending+" button.ignore", "#flash")
+	if got := ca.text("#flash"); got != "Ignored." {
+		t.Fatalf("ignoring: %q", got)
+	}
+	if n := ca.count(pending); n != 0 {
+		t.Errorf("b still listed pending")
+	}
+	var p struct {
+		Devices []json.RawMessage `json:"devices"`
+	}
+	a.get("/rest/pending", &p)
+	if len(p.Devices) != 0 {
+		t.Errorf("pending after ignoring: %s", p.Devices)
+	}
+
+	// Remove a known device after the confirm step.
+	a.cli("device", "add", b.ID, "--name", "old laptop")
+	row := `tr[data-device="` + b.ID + `"]`
+	ca.visit("/devices", row)
+	ca.submit("asking to remove b", nil, row+" a.remove-device", "#confirm")
+	if got := ca.text("#confirm-question"); !strings.Contains(got, "old laptop") {
+		t.Errorf("confirm question %q", got)
+	}
+	ca.submit("removing b", nil, "#confirm", "#flash")
+	if got := ca.text("#flash"); got != "Device removed." {
+		t.Fatalf("removing: %q", got)
+	}
+	if n := ca.count(row); n != 0 {
+		t.Errorf("b still listed after removal")
+	}
+
+	// Edit a folder's label, then remove the folder: its files stay.
+	dir := filepath.Join(t.TempDir(), "docs")
+	writeFile(t, filepath.Join(dir, "keep.txt"), []byte("keep me"), 0o644)
+	a.cli("folder", "add", "docs", dir, "--label", "Docs")
+	ca.visit("/folders/docs", "#edit-folder")
+	ca.submit("renaming", map[string]string{"#edit-folder-label": "Documents " + xssName}, "#edit-folder-submit", "#flash")
+	if got := ca.text("h1"); got != "Folder docs · Documents "+xssName {
+		t.Errorf("title after the rename: %q", got)
+	}
+	ca.submit("asking to remove docs", nil, "#remove-folder", "#confirm")
+	if got := ca.text("#confirm-note"); !strings.Contains(got, "never deletes files on disk") {
+		t.Errorf("confirm note %q", got)
+	}
+	ca.submit("removing docs", nil, "#confirm", "#flash")
+	if got := ca.text("#flash"); got != "Folder removed; its files stay on disk." {
+		t.Fatalf("removing the folder: %q", got)
+	}
+	if n := ca.count(`tr[data-folder="docs"]`); n != 0 {
+		t.Errorf("docs still listed")
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "keep.txt")); err != nil || string(got) != "keep me" {
+		t.Errorf("the folder's file after removal: %q, %v", got, err)
+	}
+	if n := ca.count("img"); n != 0 {
+		t.Errorf("%d img elements: a name became HTML", n)
+	}
+	if n := ca.dialogs.Load(); n != 0 {
+		t.Errorf("%d JavaScript dialogs opened", n)
+	}
+}
+
+// TestConsoleSettingsReceiver: a trusted node's settings page sets
+// versioning; the receiver's folder page shows what it stores and offers
+// nothing that needs the password, and its settings page previews what a
+// retention policy would drop.
+func TestConsoleSettingsReceiver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	browser := newBrowser(t)
+	d, r := startNode(t, "d"), startNode(t, "r")
+	dir := filepath.Join(t.TempDir(), "docs")
+	writeFile(t, filepath.Join(dir, "x.txt"), []byte("first version"), 0o644)
+	d.cli("folder", "add", "docs", dir)
+	holdFolder(t, r, "docs", d)
+	backUpTo(t, d, r, "docs", passwordFile(t, "receiver test password"))
+	waitBackedUp(t, d, r, "docs")
+	writeFile(t, filepath.Join(dir, "x.txt"), []byte("second version, longer"), 0o644)
+	d.cli("folder", "scan", "docs")
+	held := func() int64 {
+		if f := r.encFolder("docs"); f.Receiver != nil {
+			return f.Receiver.Records
+		}
+		return 0
+	}
+	eventually(t, converge, "r to hold two versions of x.txt", func() bool { return held() >= 2 })
+
+	cd := openConsole(t, browser, d)
+	cd.setUp()
+	cd.visit("/folders/docs/settings", "#versioning-form")
+	cd.run("choosing simple", chromedp.SetValue(chromedp.CSS("#versioning-type"), "simple"))
+	cd.submit("saving versioning", map[string]string{"#versioning-keep": "3"}, "#versioning-save", "#flash")
+	if got := cd.text("#flash"); got != "Versioning saved." {
+		t.Fatalf("saving versioning: %q", got)
+	}
+	if got := strings.TrimSpace(d.cli("folder", "versioning", "docs")); !strings.Contains(got, "simple") || !strings.Contains(got, "3") {
+		t.Errorf("versioning after the form: %q", got)
+	}
+	cd.screenshot("settings")
+
+	cr := openConsole(t, browser, r)
+	cr.setUp()
+	cr.visit("/folders/docs", "#receiver-figures")
+	st := r.encFolder("docs").Receiver
+	if got := cr.text("#chunks"); got != strconv.FormatInt(st.Chunks, 10) || st.Chunks == 0 {
+		t.Errorf("the page shows %s chunks, the status %d", got, st.Chunks)
+	}
+	if got := cr.text("#stored-bytes"); got == "" || got == "0 B" {
+		t.Errorf("stored bytes %q", got)
+	}
+	if got := cr.text("#dedup"); got == "" {
+		t.Error("no dedup ratio")
+	}
+	if got := cr.text(`#receiver-devices tr[data-device="` + d.ID + `"] .last-stored`); !strings.HasSuffix(got, "ago") {
+		t.Errorf("last stored from d: %q", got)
+	}
+	if n := cr.count("#versions-link, a[href$='/versions'], button.restore, a.download"); n != 0 {
+		t.Errorf("the receiver offers %d version or restore controls", n)
+	}
+	cr.visit("/folders/docs/settings", "#retention-form")
+	cr.submit("keeping the last version", map[string]string{`input[name="keepLast"]`: "1"}, "#retention-save", "#flash")
+	if got := cr.text("#flash"); got != "Retention saved." {
+		t.Fatalf("saving retention: %q", got)
+	}
+	cr.submit("previewing", nil, "#prune-preview", "#flash")
+	got := cr.text("#flash")
+	if !strings.HasPrefix(got, "Preview: a prune would drop 1 versions") || !strings.Contains(got, "1 versions kept") {
+		t.Errorf("preview says %q", got)
+	}
+	if n := held(); n != st.Records {
+		t.Errorf("the preview dropped versions: %d, was %d", n, st.Records)
+	}
+}
+
+// TestConsoleHTTPS: beyond loopback the console needs its password set
+// first, then serves HTTPS with the home's certificate, whose fingerprint
+// it logs; the pinned client reaches it and the browser logs in.
+func TestConsoleHTTPS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	home := filepath.Join(t.TempDir(), "h")
+	r := run(t, home, "serve", "--listen", "tcp://127.0.0.1:0", "--no-local-discovery", "--gui", "0.0.0.0:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "set it first") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("serve beyond loopback without a password: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	n := startNodeIn(t, "h", home)
+	plain := newBrowser(t)
+	openConsole(t, plain, n).setUp()
+	if err := n.stop(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNodeIn(t, "h", home, "--gui", "0.0.0.0:0")
+	if !strings.HasPrefix(n.GUI, "https://127.0.0.1:") {
+		t.Fatalf("serve.json gui %q, want https://127.0.0.1:PORT", n.GUI)
+	}
+	fp, err := web.CertFingerprint(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(n.log.String(), fp) {
+		t.Errorf("the log does not name the fingerprint %s", fp)
+	}
+	cl, err := web.NewClient(home, n.GUI, n.apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st web.Status
+	if err := cl.Do(context.Background(), "GET", "/rest/status", nil, &st); err != nil || st.DeviceID != n.ID {
+		t.Fatalf("pinned client: %+v, %v", st.DeviceID, err)
+	}
+	if _, err := httpGet(n.GUI+"/healthz", ""); err == nil {
+		t.Error("an unpinned client trusted the self-signed certificate")
+	}
+	// The CLI pins the certificate in the home the same way.
+	if out := n.cli("status", "--json"); !strings.Contains(out, n.ID) {
+		t.Errorf("status over https: %s", out)
+	}
+
+	// Only this browser accepts the self-signed certificate.
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
+		chromedp.Flag("ignore-certificate-errors", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	c := openConsole(t, bctx, n)
+	c.visit("/", "#login")
+	c.submit("login over https", map[string]string{"#password": consolePassword}, "#login", "#device-id")
+	if got := c.text("#device-id"); got != n.ID {
+		t.Errorf("dashboard over https shows %q", got)
+	}
+	if loc := get(c, "location", chromedp.Location()); !strings.HasPrefix(loc, "https://") {
+		t.Errorf("console at %s", loc)
 	}
 }

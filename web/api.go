@@ -11,6 +11,8 @@ type Status struct {
 	Store    string         `json:"store,omitempty"`
 	Folders  []FolderStatus `json:"folders"`
 	Devices  []DeviceStatus `json:"devices"`
+	// Discovery is how this node finds devices and is found.
+	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
 }
 
 // FolderStatus is one folder in Status.
@@ -77,13 +79,15 @@ type ReceiverStatus struct {
 
 // DeviceStatus is one known device in Status and GET /rest/devices.
 type DeviceStatus struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Addresses []string   `json:"addresses"`
-	Connected bool       `json:"connected"`
-	Address   string     `json:"address,omitempty"` // of the live connection
-	Untrusted bool       `json:"untrusted"`
-	LastSeen  *time.Time `json:"lastSeen,omitempty"`
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	Connected bool     `json:"connected"`
+	Address   string   `json:"address,omitempty"` // of the live connection
+	// Connection is how the live connection goes: "lan", "wan" or "relay".
+	Connection string     `json:"connection,omitempty"`
+	Untrusted  bool       `json:"untrusted"`
+	LastSeen   *time.Time `json:"lastSeen,omitempty"`
 }
 
 // AddDevice is the body of POST /rest/devices.
@@ -206,4 +210,16 @@ type Pruned struct {
 	Bytes    int64         `json:"bytes"`
 	Kept     int           `json:"kept"`
 	Versions []FileVersion `json:"versions,omitempty"`
+}
+
+// Ignore is the body of POST /rest/pending/ignore: a pending device's ID,
+// or a folder ID whose offers are dismissed (only Device's, when given).
+type Ignore struct {
+	ID     string `json:"id"`
+	Device string `json:"device,omitempty"`
+}
+
+// EditFolder is the body of PATCH /rest/folders/{id}.
+type EditFolder struct {
+	Label string `json:"label"`
 }

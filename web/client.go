@@ -20,6 +20,25 @@ type Client struct {
 	HTTP    *http.Client
 }
 
+// NewClient returns a Client for the daemon of home answering at
+// baseURL. An https baseURL is trusted only if it shows exactly the
+// console certificate kept in home (CertFile): the certificate is pinned,
+// no other authority is trusted.
+func NewClient(home, baseURL, apiKey string) (*Client, error) {
+	c := &Client{BaseURL: baseURL, APIKey: apiKey}
+	if !strings.HasPrefix(baseURL, "https://") {
+		return c, nil
+	}
+	cert, err := readCert(home)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = pinnedTLS(cert)
+	c.HTTP = &http.Client{Timeout: 5 * time.Minute, Transport: tr}
+	return c, nil
+}
+
 // ErrUnreachable means nothing answered at the client's address: the daemon
 // is not running (a stale serve.json is left behind by a crash).
 var ErrUnreachable = errors.New("the lockstep daemon is not running")

@@ -152,7 +152,7 @@ func (s *Server) preToken(c echo.Context) string {
 		return ck.Value
 	}
 	tok := randomToken()
-	c.SetCookie(&http.Cookie{Name: s.cookie(preCookie), Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	c.SetCookie(&http.Cookie{Name: s.cookie(preCookie), Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: 3600, Secure: s.tls != nil})
 	return tok
 }
 
@@ -168,7 +168,7 @@ func (s *Server) checkPreToken(c echo.Context) error {
 // startSession logs the browser in and sends it to the dashboard.
 func (s *Server) startSession(c echo.Context) error {
 	id := s.sessions.create()
-	c.SetCookie(&http.Cookie{Name: s.cookie(sessionCookie), Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	c.SetCookie(&http.Cookie{Name: s.cookie(sessionCookie), Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.tls != nil})
 	c.SetCookie(&http.Cookie{Name: s.cookie(preCookie), Value: "", Path: "/", MaxAge: -1})
 	return c.Redirect(http.StatusSeeOther, "/")
 }

@@ -34,6 +34,8 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/folders/share", s.postShareForm)
 	s.versionPageRoutes(g)
 	s.settingsPageRoutes(g)
+	s.managePageRoutes(g)
+	s.downloadRoutes(g)
 }
 
 var templateFuncs = template.FuncMap{
@@ -86,6 +88,8 @@ type page struct {
 	Folder   *FolderStatus
 	Files    []db.FileRecord
 	More     bool
+	// Discovery is nil on a node without discovery.
+	Discovery *DiscoveryStatus
 }
 
 func (s *Server) newPage(c echo.Context, title string) page {
@@ -119,7 +123,8 @@ func (s *Server) fill(c echo.Context, p *page) error {
 	for _, f := range offers {
 		p.Pending.Folders = append(p.Pending.Folders, PendingFolder{Device: f.DeviceID, Folder: f.FolderID, Label: f.Label, FirstSeen: f.FirstSeen, Encrypted: f.Encrypted})
 	}
-	return nil
+	p.Discovery, err = s.discoveryStatus(ctx)
+	return err
 }
 
 func (s *Server) fullPage(c echo.Context, title, tmpl string) error {
@@ -158,11 +163,20 @@ func (s *Server) getFoldersFragment(c echo.Context) error {
 	return s.renderTemplate(c, http.StatusOK, "fragments.html", "folders", p)
 }
 
+// folderPage is a folder's page: its files on a trusted device; on a
+// receiver holding it encrypted, the receiver's figures and retention.
+type folderPage struct {
+	page
+	Encrypted      bool
+	Retention      *Retention
+	RetentionError string
+}
+
 // getFolderPage shows one folder and the files this device has in it.
 func (s *Server) getFolderPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	p := s.newPage(c, "Folder")
-	if err := s.fill(c, &p); err != nil {
+	p := folderPage{page: s.newPage(c, "Folder")}
+	if err := s.fill(c, &p.page); err != nil {
 		return err
 	}
 	for i := range p.Folders {
@@ -174,6 +188,21 @@ func (s *Server) getFolderPage(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no folder %q", c.Param("id")))
 	}
 	p.Title = "Folder " + p.Folder.ID
+	if p.Folder.Label != "" {
+		p.Title += " · " + p.Folder.Label
+	}
+	if p.Folder.Type == string(db.Encrypted) {
+		p.Encrypted = true
+		if s.cfg.Receiver != nil {
+			var r Retention
+			if err := s.callRESTInto(c, s.getRetention, nil, &r, "id", p.Folder.ID); err != nil {
+				p.RetentionError = s.errorMessage(err)
+			} else {
+				p.Retention = &r
+			}
+		}
+		return s.render(c, http.StatusOK, "folder.html", p)
+	}
 	errFull := errors.New("full")
 	err := s.cfg.DB.FilesSince(ctx, p.Folder.ID, db.LocalDevice, -1, func(f db.FileRecord) error {
 		if f.Deleted {

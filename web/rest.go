@@ -20,7 +20,9 @@ func (s *Server) restRoutes(r *echo.Group) {
 	r.DELETE("/devices/:id", s.deleteDevice)
 	r.GET("/pending", s.getPending)
 	r.POST("/pending/accept", s.postAccept)
+	r.GET("/discovery", s.getDiscovery)
 	s.folderRoutes(r)
+	s.manageRESTRoutes(r)
 }
 
 func (s *Server) getStatus(c echo.Context) error {
@@ -33,7 +35,11 @@ func (s *Server) getStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, Devices: devs, Folders: folders})
+	disc, err := s.discoveryStatus(ctx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, Devices: devs, Folders: folders, Discovery: disc})
 }
 
 func (s *Server) deviceStatus(c echo.Context) ([]DeviceStatus, error) {
@@ -52,7 +58,7 @@ func (s *Server) deviceStatus(c echo.Context) ([]DeviceStatus, error) {
 			ds.Addresses = []string{}
 		}
 		if ci, ok := live[d.ID]; ok {
-			ds.Connected, ds.Address = true, ci.Addr
+			ds.Connected, ds.Address, ds.Connection = true, ci.Addr, ci.Type
 		}
 		if !d.LastSeen.IsZero() {
 			t := d.LastSeen

@@ -9,16 +9,20 @@
 // unsafe /rest calls carry it in X-CSRF-Token. Names from the database or
 // peers reach pages only through html/template escaping. Handlers translate
 // errors into {"error": "..."} with a 4xx code for the caller's mistakes and
-// 5xx for the node's own trouble.
+// 5xx for the node's own trouble. The console listens beyond loopback only
+// once the admin password is set, and then only over HTTPS with the home's
+// certificate; its cookies are then Secure.
 package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,11 +47,16 @@ type Config struct {
 	Engine Engine
 	// Receiver reports encrypted folders; nil on a node without them.
 	Receiver Receiver
-	APIKey   string
+	// Discovery reports how the node finds devices; nil when it does not.
+	Discovery Discovery
+	APIKey    string
 	// FolderRoot is where accepted folder offers go by default.
 	FolderRoot string
 	// Store describes the node's blob store, e.g. "local:/path".
-	Store  string
+	Store string
+	// Home is the node's home directory. A console bound beyond loopback
+	// keeps its HTTPS certificate there (CertFile, KeyFile).
+	Home   string
 	Logger *slog.Logger
 }
 
@@ -61,22 +70,35 @@ type Server struct {
 	// setupMu makes the first run's password setup happen once.
 	setupMu sync.Mutex
 	pages   map[string]*template.Template
+	// tls is set when the console serves HTTPS (bound beyond loopback).
+	tls *tls.Config
 }
 
-// New binds addr and builds the routes; Serve starts answering.
+// New binds addr and builds the routes; Serve starts answering. On
+// loopback the console serves plain HTTP. Any other address needs the
+// admin password set already (else ErrNeedsPassword) and cfg.Home, and is
+// served over HTTPS with the home's self-signed certificate (created on
+// first use), whose SHA-256 fingerprint is logged.
 func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := checkLoopback(addr); err != nil {
+	loopback, err := isLoopback(addr)
+	if err != nil {
 		return nil, err
+	}
+	s := &Server{cfg: cfg, echo: echo.New(), sessions: newSessions()}
+	if !loopback {
+		if err := s.setUpTLS(ctx, addr); err != nil {
+			return nil, err
+		}
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), ln: ln, sessions: newSessions()}
+	s.ln = ln
 	e := s.echo
 	e.HideBanner = true
 	e.HidePort = true
@@ -95,36 +117,57 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 		Handler:           e,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		TLSConfig:         s.tls,
 	}
 	return s, nil
 }
 
-// checkLoopback refuses to expose the API beyond this machine until the
-// console has its login and HTTPS (issue: web console).
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
+// setUpTLS prepares HTTPS for a console bound to addr beyond loopback: the
+// admin password must be set, the certificate comes from the home.
+func (s *Server) setUpTLS(ctx context.Context, addr string) error {
+	if _, err := s.cfg.DB.Setting(ctx, passwordSetting); errors.Is(err, db.ErrNotFound) {
+		return ErrNeedsPassword
+	} else if err != nil {
+		return err
+	}
+	if s.cfg.Home == "" {
+		return ErrNoHome
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	cert, err := loadOrCreateCert(s.cfg.Home, net.ParseIP(host))
 	if err != nil {
 		return err
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return errors.New("the console and REST API listen on loopback only (give --gui 127.0.0.1:PORT)")
-	}
+	s.tls = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	s.cfg.Logger.Info("console serves HTTPS with a self-signed certificate", "addr", addr, "sha256", Fingerprint(cert.Certificate[0]))
 	return nil
 }
 
-// URL is the base URL the server answers on.
+// URL is the base URL the server answers on: https beyond loopback, and
+// a loopback address for a console bound to every address.
 func (s *Server) URL() string {
-	return "http://" + s.ln.Addr().String()
+	scheme := "http://"
+	if s.tls != nil {
+		scheme = "https://"
+	}
+	addr := s.ln.Addr().(*net.TCPAddr)
+	ip := addr.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return scheme + net.JoinHostPort(ip.String(), strconv.Itoa(addr.Port))
 }
 
 // Serve answers requests until ctx is canceled, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
+	go func() {
+		if s.tls != nil {
+			errc <- s.srv.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- s.srv.Serve(s.ln)
+	}()
 	select {
 	case err := <-errc:
 		return err

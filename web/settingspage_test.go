@@ -101,8 +101,9 @@ func (r *fakeReceiver) SetRetention(_ context.Context, folderID string, p receiv
 	return nil
 }
 
+// Status reports 12 chunks of 3 KiB stored for 4.5 KiB referenced.
 func (r *fakeReceiver) Status(context.Context, string) (receiver.Status, error) {
-	return receiver.Status{}, nil
+	return receiver.Status{Records: 5, Files: 2, Chunks: 12, StoredBytes: 3072, ReferencedBytes: 4608, DedupRatio: 1.5}, nil
 }
 
 // Prune reports 3 versions of 2 files, 7 chunks of 2 KiB gone, 4 kept.

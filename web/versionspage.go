@@ -52,6 +52,9 @@ func (s *Server) getVersionsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if f.Type == db.Encrypted {
+		return echo.NewHTTPError(http.StatusBadRequest, "this node holds only ciphertext of this folder: browse its versions on a device that has the password")
+	}
 	ctx := c.Request().Context()
 	p := versionsPage{page: s.newPage(c, "Versions of "+f.ID), FolderID: f.ID, Query: c.QueryParam("q"), Path: c.QueryParam("path")}
 	q := strings.ToLower(p.Query)
