@@ -33,6 +33,7 @@ type Options struct {
 	// FolderRoot is where accepted folder offers go by default (~/Sync).
 	FolderRoot string
 	Store      StoreOptions
+	Find       FindOptions
 	Logger     *slog.Logger
 	// Ready, if set, is called once the node listens and serve.json is
 	// written.
@@ -115,21 +116,34 @@ func Run(parent context.Context, opts Options) error {
 	}
 	eng := engine.New(id.ID, database, log, engine.Options{Receiver: recv})
 	reg := &registry{db: database, self: id.ID}
+	find, err := newFinder(ctx, id, opts.Find, log)
+	if err != nil {
+		return err
+	}
 	conns, err := connections.New(ctx, connections.Config{
 		Identity: id,
 		Registry: reg,
 		Handler:  &peerHandler{id: id, name: id.Leaf.Subject.CommonName, log: log, engine: eng},
 		Listen:   opts.Listen,
 		Logger:   log,
+		Resolver: find,
+		Relay:    find,
 	})
 	if err != nil {
 		return err
 	}
+	find.conns = conns
 
 	info := home.ServeInfo{DeviceID: id.ID.String(), Listen: conns.Addresses(), PID: os.Getpid()}
+	if find.discoveryServer != nil {
+		info.Discovery = find.discoveryServer.URL()
+	}
+	if find.relayServer != nil {
+		info.Relay = find.relayServer.URL()
+	}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Receiver: recv, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Receiver: recv, Discovery: find, Home: opts.Home, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}
@@ -140,6 +154,7 @@ func Run(parent context.Context, opts Options) error {
 	g.Go(func() error { return eng.Serve(gctx) })
 	g.Go(func() error { return recv.Serve(gctx, 0) })
 	g.Go(func() error { return conns.Serve(gctx) })
+	find.serve(gctx, g)
 	if srv != nil {
 		g.Go(func() error { return srv.Serve(gctx) })
 	}

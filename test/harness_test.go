@@ -57,9 +57,24 @@ type result struct {
 // run runs the binary with args and the given home.
 func run(t testing.TB, home string, args ...string) result {
 	t.Helper()
+	return runIn(t, "", home, args...)
+}
+
+// command is the binary with args, run in network namespace ns if set.
+func command(ctx context.Context, ns string, args ...string) *exec.Cmd {
+	if ns == "" {
+		return exec.CommandContext(ctx, binary, args...)
+	}
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, binary}, args...)...)
+}
+
+// runIn runs the binary with args and the given home in network namespace
+// ns ("" for this one).
+func runIn(t testing.TB, ns, home string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"--home", home}, args...)...)
+	cmd := command(ctx, ns, append([]string{"--home", home}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -90,6 +105,7 @@ type node struct {
 	t      testing.TB
 	name   string
 	home   string
+	ns     string // network namespace, "" for this one
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	exited chan struct{}
@@ -127,11 +143,21 @@ func startNode(t testing.TB, name string, extra ...string) *node {
 	return startNodeIn(t, name, filepath.Join(t.TempDir(), name), extra...)
 }
 
+// startNodeIn starts a node on loopback with its home in homeDir. Local
+// discovery is off: its broadcasts would leave the loopback range.
 func startNodeIn(t testing.TB, name, homeDir string, extra ...string) *node {
 	t.Helper()
-	n := &node{t: t, name: name, home: homeDir, log: &syncBuffer{}, exited: make(chan struct{})}
-	args := append([]string{"--home", homeDir, "serve", "--listen", "tcp://127.0.0.1:0", "--gui", "127.0.0.1:0", "--name", name, "--log-level", "debug"}, extra...)
-	n.cmd = exec.Command(binary, args...)
+	return launch(t, name, homeDir, "", append([]string{"--listen", "tcp://127.0.0.1:0", "--no-local-discovery"}, extra...))
+}
+
+// launch starts `lockstep serve` with args in network namespace ns and
+// waits until it is ready.
+func launch(t testing.TB, name, homeDir, ns string, extra []string) *node {
+	t.Helper()
+	n := &node{t: t, name: name, home: homeDir, ns: ns, log: &syncBuffer{}, exited: make(chan struct{})}
+	args := append([]string{"--home", homeDir, "serve", "--gui", "127.0.0.1:0", "--name", name, "--log-level", "debug"}, extra...)
+	// `ip netns exec` execs the binary, so the process is the node itself.
+	n.cmd = command(context.Background(), ns, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if dir := os.Getenv("LOCKSTEP_PROFILE_DIR"); dir != "" {
 		n.cmd.Env = append(os.Environ(), "LOCKSTEP_CPUPROFILE="+filepath.Join(dir, name+".pprof"))
@@ -217,12 +243,31 @@ func (n *node) kill() {
 // cli runs a CLI command against this node's home.
 func (n *node) cli(args ...string) string {
 	n.t.Helper()
-	return mustRun(n.t, n.home, args...)
+	r := runIn(n.t, n.ns, n.home, args...)
+	if r.code != 0 {
+		n.t.Fatalf("lockstep %s on %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), n.name, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
 }
 
-// get fetches a REST path with the API key and decodes JSON into out.
+// get fetches a REST path with the API key and decodes JSON into out. A
+// node in another network namespace is reached through its CLI instead,
+// for the paths the CLI has.
 func (n *node) get(path string, out any) {
 	n.t.Helper()
+	if n.ns != "" {
+		var b string
+		switch path {
+		case "/rest/status":
+			b = n.cli("status", "--json")
+		default:
+			n.t.Fatalf("GET %s on %s: not reachable from outside its namespace", path, n.name)
+		}
+		if err := json.Unmarshal([]byte(b), out); err != nil {
+			n.t.Fatalf("GET %s on %s: %v: %s", path, n.name, err, b)
+		}
+		return
+	}
 	req, _ := http.NewRequest(http.MethodGet, n.GUI+path, nil)
 	req.Header.Set("X-API-Key", n.apiKey)
 	resp, err := http.DefaultClient.Do(req)

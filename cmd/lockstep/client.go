@@ -31,7 +31,7 @@ func (g *globals) client() (*web.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &web.Client{BaseURL: info.GUI, APIKey: key}, nil
+	return web.NewClient(dir, info.GUI, key)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,18 +60,51 @@ func newDevice(g *globals) *cobra.Command {
 				return printJSON(c.OutOrStdout(), devs)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tCONNECTED\tTRUST")
+			fmt.Fprintln(tw, "ID\tNAME\tCONNECTED\tVIA\tTRUST")
 			for _, d := range devs {
 				trust := "trusted"
 				if d.Untrusted {
 					trust = "untrusted"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", d.ID, d.Name, d.Connected, trust)
+				via := "-"
+				if d.Connected {
+					via = d.Connection
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", d.ID, d.Name, d.Connected, via, trust)
 			}
 			return tw.Flush()
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	nearby := &cobra.Command{
+		Use:   "nearby",
+		Short: "List devices announcing themselves on the LAN that are not added yet",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			var st web.DiscoveryStatus
+			if err := cl.Do(c.Context(), http.MethodGet, "/rest/discovery", nil, &st); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), st.Nearby)
+			}
+			if !st.LocalDiscovery {
+				fmt.Fprintln(c.ErrOrStderr(), "local discovery is off (serve --no-local-discovery)")
+			}
+			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDRESSES\tLAST SEEN")
+			for _, d := range st.Nearby {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", d.ID, strings.Join(d.Addresses, " "), d.LastSeen.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	nearby.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	remove := &cobra.Command{
 		Use:   "remove ID",
@@ -87,7 +122,7 @@ func newDevice(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(add, list, remove)
+	c.AddCommand(add, list, nearby, remove)
 	return c
 }
 

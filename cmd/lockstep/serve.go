@@ -22,6 +22,8 @@ func newServe(g *globals) *cobra.Command {
 		logLevel string
 		name     string
 		store    node.StoreOptions
+		find     node.FindOptions
+		noLocal  bool
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -69,7 +71,8 @@ func newServe(g *globals) *cobra.Command {
 				}
 				defer trace.Stop()
 			}
-			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store}
+			find.LocalDiscovery = !noLocal
+			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store, Find: find}
 			if noGUI {
 				opts.GUI = ""
 			}
@@ -84,6 +87,14 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().StringVar(&store.S3Bucket, "s3-bucket", "", "the S3 bucket")
 	c.Flags().StringVar(&store.S3Prefix, "s3-prefix", "", "a prefix for object names in the bucket")
 	c.Flags().BoolVar(&store.S3Insecure, "s3-insecure", false, "talk to S3 over plain HTTP")
+	c.Flags().BoolVar(&noLocal, "no-local-discovery", false, "neither announce this device on the LAN nor listen for others")
+	c.Flags().StringArrayVar(&find.DiscoveryServers, "discovery-server", nil, "a global discovery service to announce to and look devices up at, https://HOST:PORT/?id=ID (repeatable)")
+	c.Flags().StringArrayVar(&find.RelayServers, "relay-server", nil, "a relay to be reachable through, relay://HOST:PORT/?id=ID (repeatable)")
+	c.Flags().BoolVar(&find.Discovery, "discovery", false, "run a global discovery service")
+	c.Flags().StringVar(&find.DiscoveryListen, "discovery-listen", "0.0.0.0:8443", "the discovery service's address")
+	c.Flags().BoolVar(&find.Relay, "relay", false, "run a relay")
+	c.Flags().StringVar(&find.RelayListen, "relay-listen", "0.0.0.0:22067", "the relay's address")
+	c.Flags().StringVar(&find.LocalListen, "local-discovery-listen", "", "the UDP address LAN announcements are received on (default port 22100)")
 	c.Flags().StringVar(&name, "name", "", "device name when the identity is created (default: the host name)")
 	return c
 }
