@@ -39,6 +39,9 @@ func newStatus(g *globals) *cobra.Command {
 				state := "disconnected"
 				if d.Connected {
 					state = "connected " + d.Address
+					if d.Connection != "" {
+						state += " (" + d.Connection + ")"
+					}
 				}
 				fmt.Fprintf(w, "device %s %q: %s\n", d.ID, d.Name, state)
 			}

@@ -4,14 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 // Limits of an announcement; see the package comment.
@@ -21,13 +18,7 @@ const (
 	// MaxAddresses is the most addresses one announcement may carry.
 	MaxAddresses = 16
 	// MaxAddressLen is the longest address, in bytes, as announced.
-	MaxAddressLen = 256
-)
-
-// Address schemes a device may announce.
-const (
-	schemeTCP   = "tcp"
-	schemeRelay = "relay"
+	MaxAddressLen = discover.MaxAddressLen
 )
 
 // Sentinel errors. Errors from this package wrap one of them (or a
@@ -115,93 +106,38 @@ func parseAnnouncement(body []byte) (announcement, error) {
 	return a, nil
 }
 
-// validateAddress checks one announced address against the wire rules;
-// errors wrap ErrInvalidAnnouncement and quote (a prefix of) the address.
+// validateAddress checks one announced address against the wire rules of
+// discover.ParseAddress; errors wrap ErrInvalidAnnouncement and
+// discover.ErrMalformed, and quote (a prefix of) the address.
 func validateAddress(addr string) error {
-	if len(addr) > MaxAddressLen {
-		return fmt.Errorf("%w: address %.32q... is %d bytes, at most %d allowed", ErrInvalidAnnouncement, addr, len(addr), MaxAddressLen)
-	}
-	for i := 0; i < len(addr); i++ {
-		if c := addr[i]; c <= ' ' || c >= 0x7f {
-			return fmt.Errorf("%w: address %q has a space, control or non-ASCII byte", ErrInvalidAnnouncement, addr)
-		}
-	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return fmt.Errorf("%w: address %q: %v", ErrInvalidAnnouncement, addr, err)
-	}
-	bad := func(why string) error {
-		return fmt.Errorf("%w: address %q: %s", ErrInvalidAnnouncement, addr, why)
-	}
-	if !strings.HasPrefix(addr, u.Scheme+"://") {
-		return bad("scheme must be tcp:// or relay://, in lower case")
-	}
-	if u.Opaque != "" || u.User != nil || u.Fragment != "" || u.RawFragment != "" || strings.Contains(addr, "#") {
-		return bad("must be SCHEME://HOST:PORT")
-	}
-	if u.Path != "" && u.Path != "/" {
-		return bad("must have no path")
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return bad("must have HOST:PORT")
-	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || port[0] == '0' {
-		return bad("port must be 1-65535")
-	}
-	switch u.Scheme {
-	case schemeTCP:
-		if u.RawQuery != "" || strings.Contains(addr, "?") {
-			return bad("a tcp:// address has no query")
-		}
-	case schemeRelay:
-		if unspecifiedHost(host) {
-			return bad("a relay:// address needs the relay's host")
-		}
-		q, err := url.ParseQuery(u.RawQuery)
-		if err != nil || len(q["id"]) != 1 {
-			return bad("a relay:// address needs one ?id=RELAYDEVICEID")
-		}
-		if _, err := crypt.ParseDeviceID(q.Get("id")); err != nil {
-			return bad(err.Error())
-		}
-	default:
-		return bad("scheme must be tcp or relay")
+	if _, err := discover.ParseAddress(addr); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidAnnouncement, err)
 	}
 	return nil
 }
 
-// unspecifiedHost reports whether host means "the sender's address": empty,
-// 0.0.0.0 or ::.
-func unspecifiedHost(host string) bool {
-	if host == "" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsUnspecified()
-}
-
-// resolveAddresses returns valid addresses with the unspecified host of every
-// tcp:// address replaced by source, without duplicates. An invalid source
-// leaves such addresses out.
+// resolveAddresses returns addrs with the unspecified host of every valid
+// tcp:// address replaced by source, without duplicates; all other
+// addresses are kept as given, except loopback ones announced from
+// elsewhere than loopback (a node listening on 127.0.0.1 would send every
+// device that looks it up to dial itself). An invalid source leaves the
+// unspecified ones out.
 func resolveAddresses(addrs []string, source netip.Addr) []string {
 	out := make([]string, 0, len(addrs))
-	for _, addr := range addrs {
-		u, err := url.Parse(addr)
-		if err != nil || u.Scheme != schemeTCP {
-			out = appendUnique(out, addr)
+	for _, s := range addrs {
+		a, err := discover.ParseAddress(s)
+		if err == nil && a.Scheme == discover.SchemeTCP && a.Loopback() && !source.Unmap().IsLoopback() {
 			continue
 		}
-		host, port, err := net.SplitHostPort(u.Host)
-		if err != nil || !unspecifiedHost(host) {
-			out = appendUnique(out, addr)
+		if err != nil || a.Scheme != discover.SchemeTCP || !a.Unspecified() {
+			out = appendUnique(out, s)
 			continue
 		}
 		if !source.IsValid() {
 			continue
 		}
-		ip := source.Unmap().WithZone("")
-		out = appendUnique(out, schemeTCP+"://"+net.JoinHostPort(ip.String(), port))
+		a.IP = source.Unmap().WithZone("")
+		out = appendUnique(out, a.String())
 	}
 	return out
 }

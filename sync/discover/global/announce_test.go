@@ -26,7 +26,6 @@ func TestValidateAddress(t *testing.T) {
 		"tcp://192.0.2.1:65535":                      true,
 		"relay://192.0.2.1:22067/?id=" + testRelayID: true,
 		"relay://192.0.2.1:22067?id=" + testRelayID:  true,
-		"relay://relay.example:22067/?id=" + testRelayID + "&token=x": true,
 
 		"tcp://192.0.2.1:0":                        false,
 		"tcp://192.0.2.1:65536":                    false,
@@ -51,6 +50,10 @@ func TestValidateAddress(t *testing.T) {
 		"relay://0.0.0.0:22067/?id=" + testRelayID: false,
 		"relay://:22067/?id=" + testRelayID:        false,
 		"relay://192.0.2.1:22067/?id=" + testRelayID + "&id=" + testRelayID: false,
+		"relay://relay.example:22067/?id=" + testRelayID + "&token=x":       false,
+		"tcp://bad_host!:1":      false,
+		"tcp://a..b:1":           false,
+		"tcp://2130706433:22100": false,
 	} {
 		err := validateAddress(addr)
 		if ok && err != nil {
@@ -64,12 +67,15 @@ func TestValidateAddress(t *testing.T) {
 
 func TestResolveAddresses(t *testing.T) {
 	relay := "relay://[::]:1/?id=" + testRelayID // kept as given: not a tcp:// address
-	in := []string{"tcp://0.0.0.0:1", "tcp://:1", "tcp://[::]:2", "tcp://192.0.2.9:3", relay}
+	// Loopback addresses count only when announced from loopback.
+	in := []string{"tcp://0.0.0.0:1", "tcp://:1", "tcp://[::]:2", "tcp://192.0.2.9:3", relay, "tcp://127.0.0.1:4", "tcp://localhost:5", "tcp://[::1]:6"}
+	loop := []string{"tcp://127.0.0.1:4", "tcp://localhost:5", "tcp://[::1]:6"}
 	for _, tc := range []struct {
 		source netip.Addr
 		want   []string
 	}{
-		{netip.MustParseAddr("127.0.0.1"), []string{"tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "tcp://192.0.2.9:3", relay}},
+		{netip.MustParseAddr("127.0.0.1"), append([]string{"tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "tcp://192.0.2.9:3", relay}, loop...)},
+		{netip.MustParseAddr("::ffff:127.0.0.1"), append([]string{"tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "tcp://192.0.2.9:3", relay}, loop...)},
 		{netip.MustParseAddr("::ffff:198.51.100.4"), []string{"tcp://198.51.100.4:1", "tcp://198.51.100.4:2", "tcp://192.0.2.9:3", relay}},
 		{netip.MustParseAddr("fe80::1%eth0"), []string{"tcp://[fe80::1]:1", "tcp://[fe80::1]:2", "tcp://192.0.2.9:3", relay}},
 		{netip.Addr{}, []string{"tcp://192.0.2.9:3", relay}},

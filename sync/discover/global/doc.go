@@ -18,12 +18,15 @@
 //	{"addresses": ["tcp://0.0.0.0:22100", "relay://HOST:PORT/?id=RELAYID"]}
 //
 // of at most MaxBodySize bytes, carrying at most MaxAddresses addresses of at
-// most MaxAddressLen bytes each. Every address is a tcp://HOST:PORT URL (no
-// path, query, user or fragment) or a relay://HOST:PORT/?id=DEVICEID URL
-// (with a valid device ID and a host that is not unspecified); ports are
+// most MaxAddressLen bytes each. Every address is one discover.ParseAddress
+// accepts: a tcp://HOST:PORT URL (no path, query, user or fragment) or a
+// relay://HOST:PORT/?id=DEVICEID URL (exactly that query, a valid non-zero
+// device ID and a host that is not unspecified), printable ASCII with the
+// scheme in lower case, HOST an IP address or a DNS name; ports are
 // 1-65535. In a tcp:// address an unspecified host (empty, 0.0.0.0 or ::)
 // means "the address this request came from" and the server replaces it with
-// the request's source IP; everything else is stored as given, duplicates
+// the request's source IP; a loopback tcp:// address is dropped unless the
+// request came from loopback; everything else is stored as given, duplicates
 // once. The addresses replace whatever the device announced before; an
 // empty list forgets the device. Unknown JSON fields are ignored. Answers:
 //

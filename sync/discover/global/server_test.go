@@ -238,8 +238,11 @@ func TestAnnouncementLimits(t *testing.T) {
 	}
 	long := func(n int) string { // a valid tcp:// address of n bytes
 		prefix, suffix := "tcp://", ":1"
-		host := strings.Repeat("h", n-len(prefix)-len(suffix))
-		return prefix + host + suffix
+		host := []byte(strings.Repeat("h", n-len(prefix)-len(suffix)))
+		for i := 63; i < len(host)-1; i += 64 {
+			host[i] = '.' // DNS labels are at most 63 bytes
+		}
+		return prefix + string(host) + suffix
 	}
 	padded := func(n int) []byte { // a valid body of n bytes
 		b := announceBody(t, "tcp://192.0.2.1:9")

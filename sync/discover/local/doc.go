@@ -8,7 +8,8 @@
 //     addresses of at most MaxAddressLen bytes each (local.proto is the
 //     specification). Anything else is dropped with a Debug log and changes
 //     nothing; no input makes the decoder panic.
-//   - Only tcp:// and relay:// URLs are kept. An unspecified host (0.0.0.0,
+//   - Only addresses discover.ParseAddress accepts (tcp:// and relay://
+//     URLs) are kept, in its canonical form. An unspecified host (0.0.0.0,
 //     :: or empty) in a tcp:// address becomes the datagram's source IP,
 //     loopback hosts are kept only from a loopback source, and a
 //     link-local IPv6 host always carries the zone it was heard on.

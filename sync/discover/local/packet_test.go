@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 // rawPacket encodes msg behind the magic without any check.
@@ -185,6 +186,8 @@ func TestValidAddress(t *testing.T) {
 		"relay://192.0.2.7:22067/", "relay://0.0.0.0:22067/?id=" + relayID, "relay://:22067/?id=" + relayID,
 		"relay://192.0.2.7:22067/?id=NOTANID", "relay://192.0.2.7:22067/?id=" + relayID + "&x=1",
 		"relay://192.0.2.7:22067/?id=" + relayID + "&id=" + relayID, "relay://192.0.2.7:22067/x?id=" + relayID,
+		"TCP://192.0.2.1:22100", "tcp://192.0.2.1:1#", "tcp://0177.0.0.1:1",
+		"relay://192.0.2.7:22067/?id=" + strings.ReplaceAll(relayID, "-", "+"),
 		addrOfLen(257),
 	}
 	for _, s := range good {
@@ -271,12 +274,11 @@ func TestRelayIDCanonical(t *testing.T) {
 	if !ok {
 		t.Fatal("dropped")
 	}
-	a, err := parseAddress(got)
-	if err != nil || a.relay != id {
-		t.Fatalf("got %q (%v), relay %v want %v", got, err, a.relay, id)
+	a, err := discover.ParseAddress(got)
+	if err != nil || a.Relay != id {
+		t.Fatalf("got %q (%v), relay %v want %v", got, err, a.Relay, id)
 	}
-	var zero crypt.DeviceID
-	if a.relay == zero {
+	if a.Relay.IsZero() {
 		t.Fatal("zero relay ID")
 	}
 }
