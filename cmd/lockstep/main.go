@@ -20,7 +20,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := newRoot()
-	cmd, err := root.ExecuteContextC(ctx)
+	stopDebug, err := startDebug()
+	cmd := root
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
+	stopDebug()
 	stop()
 	if err != nil {
 		msg := oneLine(err)

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
-	"runtime/pprof"
-	"runtime/trace"
 
 	"github.com/spf13/cobra"
 
@@ -40,38 +37,6 @@ func newServe(g *globals) *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			slog.SetDefault(log)
-			if path := os.Getenv("LOCKSTEP_CPUPROFILE"); path != "" {
-				// A debugging aid for measuring whole-process runs.
-				f, err := os.Create(path)
-				if err != nil {
-					return err
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-				// With it, the peak heap: written at exit, the profile
-				// holds every allocation since start.
-				runtime.MemProfileRate = 512 << 10
-				defer func() {
-					if mf, err := os.Create(path + ".heap"); err == nil {
-						pprof.Lookup("allocs").WriteTo(mf, 0)
-						mf.Close()
-					}
-				}()
-			}
-			if path := os.Getenv("LOCKSTEP_TRACE"); path != "" {
-				// A debugging aid: an execution trace of the whole run.
-				f, err := os.Create(path)
-				if err != nil {
-					return err
-				}
-				if err := trace.Start(f); err != nil {
-					return err
-				}
-				defer trace.Stop()
-			}
-			find.LocalDiscovery = !noLocal
 			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store, Find: find}
 			if noGUI {
 				opts.GUI = ""
