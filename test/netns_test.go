@@ -19,16 +19,17 @@ import (
 // each other. It needs root and iproute2; CI runs as root and must run
 // these tests.
 type lab struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	l := &lab{t: t, prefix: fmt.Sprintf("ls%d%s", os.Getpid()%100000, strings.ToLower(t.Name()[4:7]))}
+	name := strings.TrimPrefix(strings.TrimPrefix(t.Name(), "Test"), "Benchmark")
+	l := &lab{t: t, prefix: fmt.Sprintf("ls%d%s", os.Getpid()%100000, strings.ToLower(name[:3]))}
 	probe := l.prefix + "probe"
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
 		msg := fmt.Sprintf("network namespaces can't be made here (root and iproute2 needed): %v: %s", err, out)
@@ -86,7 +87,7 @@ func reachable(ns, hostport string) bool {
 
 // startNodeNS starts a node in namespace ns, listening for sync on every
 // address there on the default port.
-func startNodeNS(t *testing.T, name, ns string, extra ...string) *node {
+func startNodeNS(t testing.TB, name, ns string, extra ...string) *node {
 	t.Helper()
 	return launch(t, name, filepath.Join(t.TempDir(), name), ns, append([]string{"--listen", "tcp://0.0.0.0:22100"}, extra...))
 }
@@ -242,11 +243,12 @@ func TestLocalDiscoveryIPv6(t *testing.T) {
 	}
 }
 
-// TestRelayThroughDiscovery: a and b sit in separate networks that only
-// the host r joins (r forwards nothing). r runs the discovery service and
-// a relay; a and b, with no address for each other, find each other there
-// and sync through the relay, with TLS end to end.
-func TestRelayThroughDiscovery(t *testing.T) {
+// relayLab builds the relay test's networks: hosts a and b, each joined
+// only to host r (which forwards nothing) and routing through it; r runs
+// the discovery service and a relay, and a and b use them. It returns the
+// three nodes once a and b are registered with the relay.
+func relayLab(t testing.TB) (nr, na, nb *node) {
+	t.Helper()
 	l := newLab(t)
 	r, ha, hb := l.host("r"), l.host("a"), l.host("b")
 	l.wire(r, "ra", "10.77.2.1/24", ha, "eth0", "10.77.2.2/24")
@@ -255,7 +257,7 @@ func TestRelayThroughDiscovery(t *testing.T) {
 	l.ip("-n", ha, "route", "add", "default", "via", "10.77.2.1")
 	l.ip("-n", hb, "route", "add", "default", "via", "10.77.3.1")
 
-	nr := startNodeNS(t, "r", r, "--no-local-discovery", "--discovery", "--relay")
+	nr = startNodeNS(t, "r", r, "--no-local-discovery", "--discovery", "--relay")
 	info, err := home.ReadServeInfo(nr.home)
 	if err != nil {
 		t.Fatal(err)
@@ -273,9 +275,9 @@ func TestRelayThroughDiscovery(t *testing.T) {
 		u.Host = ip + ":" + u.Port()
 		return u.String()
 	}
-	na := startNodeNS(t, "a", ha, "--no-local-discovery",
+	na = startNodeNS(t, "a", ha, "--no-local-discovery",
 		"--discovery-server", at(info.Discovery, "10.77.2.1"), "--relay-server", at(info.Relay, "10.77.2.1"))
-	nb := startNodeNS(t, "b", hb, "--no-local-discovery",
+	nb = startNodeNS(t, "b", hb, "--no-local-discovery",
 		"--discovery-server", at(info.Discovery, "10.77.3.1"), "--relay-server", at(info.Relay, "10.77.3.1"))
 	if reachable(ha, "10.77.3.2:22100") || reachable(hb, "10.77.2.2:22100") {
 		t.Fatal("a and b reach each other directly: the test's networks are wrong")
@@ -283,7 +285,6 @@ func TestRelayThroughDiscovery(t *testing.T) {
 	if !reachable(ha, "10.77.2.1:22067") || !reachable(hb, "10.77.3.1:22067") {
 		t.Fatal("a or b can't reach the relay")
 	}
-
 	eventually(t, 30*time.Second, "a and b to register with the relay", func() bool {
 		for _, n := range []*node{na, nb} {
 			st := n.findStatus()
@@ -293,6 +294,15 @@ func TestRelayThroughDiscovery(t *testing.T) {
 		}
 		return true
 	})
+	return nr, na, nb
+}
+
+// TestRelayThroughDiscovery: a and b sit in separate networks that only
+// the host r joins (r forwards nothing). r runs the discovery service and
+// a relay; a and b, with no address for each other, find each other there
+// and sync through the relay, with TLS end to end.
+func TestRelayThroughDiscovery(t *testing.T) {
+	nr, na, nb := relayLab(t)
 	na.cli("device", "add", nb.ID, "--name", "b")
 	nb.cli("device", "add", na.ID, "--name", "a")
 	dirA, dirB := filepath.Join(t.TempDir(), "fa"), filepath.Join(t.TempDir(), "fb")
@@ -328,5 +338,38 @@ func TestRelayThroughDiscovery(t *testing.T) {
 				t.Errorf("%s: discovery server %s: %s", n.name, s.URL, s.Error)
 			}
 		}
+	}
+}
+
+// BenchmarkRelay measures, through a relay on the namespaces of
+// relayLab, the time from adding the devices to their first connection
+// (lookup, direct dials given up after their head start, relay session)
+// and the sync of a 256 MiB file through the relay.
+func BenchmarkRelay(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		_, na, nb := relayLab(b)
+		dirA, dirB := filepath.Join(b.TempDir(), "fa"), filepath.Join(b.TempDir(), "fb")
+		writeFile(b, filepath.Join(dirA, "big.bin"), randomBytes(9, 256<<20), 0o644)
+		na.cli("folder", "add", "f", dirA)
+		nb.cli("folder", "add", "f", dirB)
+		eventually(b, 5*time.Minute, "a to scan", func() bool { return na.folder(b).LocalFiles == 1 })
+		b.StartTimer()
+		start := time.Now()
+		na.cli("device", "add", nb.ID)
+		nb.cli("device", "add", na.ID)
+		eventually(b, time.Minute, "a relayed connection", func() bool { return na.connection(nb.ID) == "relay" })
+		connected := time.Since(start)
+		na.cli("folder", "share", "f", nb.ID)
+		nb.cli("folder", "share", "f", na.ID)
+		syncStart := time.Now()
+		waitSame(b, 5*time.Minute, dirA, dirB)
+		secs := time.Since(syncStart).Seconds()
+		b.StopTimer()
+		b.ReportMetric(connected.Seconds(), "s-connect")
+		b.ReportMetric(secs, "s-256MiB")
+		b.ReportMetric(256*(1<<20)/secs/1e6, "MB/s")
+		na.stop()
+		nb.stop()
 	}
 }
