@@ -37,6 +37,7 @@ func newServe(g *globals) *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			slog.SetDefault(log)
+			find.LocalDiscovery = !noLocal
 			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store, Find: find}
 			if noGUI {
 				opts.GUI = ""
