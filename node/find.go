@@ -55,8 +55,14 @@ type finder struct {
 }
 
 // newFinder validates the options and binds the services the node runs.
-func newFinder(ctx context.Context, id *crypt.Identity, opts FindOptions, log *slog.Logger) (*finder, error) {
+// On error nothing stays bound.
+func newFinder(ctx context.Context, id *crypt.Identity, opts FindOptions, log *slog.Logger) (_ *finder, err error) {
 	f := &finder{id: id, log: log}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
 	for _, u := range opts.DiscoveryServers {
 		c, err := global.NewClient(global.ClientConfig{Identity: id, Server: u, Addresses: f.announced, Logger: log})
 		if err != nil {
@@ -100,6 +106,17 @@ func newFinder(ctx context.Context, id *crypt.Identity, opts FindOptions, log *s
 		f.relayServer = s
 	}
 	return f, nil
+}
+
+// close releases the ports of the services bound by newFinder; it is for
+// a finder whose serve never runs (serve releases them itself).
+func (f *finder) close() {
+	if f.discoveryServer != nil {
+		f.discoveryServer.Close()
+	}
+	if f.relayServer != nil {
+		f.relayServer.Close()
+	}
 }
 
 func (f *finder) acceptRelayed(url string) func(net.Conn, crypt.DeviceID) {

@@ -130,6 +130,7 @@ func Run(parent context.Context, opts Options) error {
 		Relay:    find,
 	})
 	if err != nil {
+		find.close()
 		return err
 	}
 	find.conns = conns

@@ -91,6 +91,11 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 // once it does, the next dial should come soon.
 const rejectedBackoff = 15 * time.Second
 
+// minHintGap is the least time between two dials of a device when a Hint
+// brings the second forward: discovery input (which anyone on the LAN can
+// send) must not turn backoff into a dial loop.
+const minHintGap = time.Second
+
 // dialLoop keeps a connection to p: it dials p's addresses with
 // exponential backoff, and after a connection ends starts again; while the
 // connection goes through a relay it keeps trying p's direct addresses.
@@ -98,8 +103,14 @@ const rejectedBackoff = 15 * time.Second
 // connection.
 func (s *Service) dialLoop(ctx, runCtx context.Context, p Peer) {
 	var backoff time.Duration
+	// last is the connection to p seen or made most recently, until the
+	// loop has dealt with its end. It is followed rather than looked up
+	// again, because one the peer ends at once may be gone (or, made here,
+	// never registered) before the loop looks.
+	var last *Conn
 	for ctx.Err() == nil {
 		if c := s.current(p.ID); c != nil {
+			last = c
 			if c.Relay != "" {
 				s.upgrade(ctx, runCtx, p, c)
 				continue
@@ -109,13 +120,18 @@ func (s *Service) dialLoop(ctx, runCtx context.Context, p Peer) {
 			case <-ctx.Done():
 				return
 			}
-			if time.Since(c.Since) > 10*time.Second {
+			continue
+		}
+		if last != nil {
+			lasted := time.Since(last.Since)
+			last = nil
+			if lasted > 10*time.Second {
 				backoff = 0
 				continue
 			}
 			// A connection that ended at once (the peer does not trust us
 			// yet) must not make us redial in a tight loop.
-			backoff = min(max(2*backoff, time.Second), s.cfg.MaxBackoff, rejectedBackoff)
+			backoff = min(max(2*backoff, s.rejectedFloor), s.cfg.MaxBackoff, rejectedBackoff)
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():
@@ -124,28 +140,57 @@ func (s *Service) dialLoop(ctx, runCtx context.Context, p Peer) {
 			continue
 		}
 		changed, hint := s.Changed(), s.hinted()
+		tried := time.Now()
 		if c := s.connect(ctx, p, true); c != nil {
 			registered := s.Changed()
+			last = c
 			s.connWG.Go(func() { s.run(runCtx, c) })
-			backoff = 0
 			// Wait for it to register (or lose to a connection in the
 			// other direction) before looking again.
-			select {
-			case <-registered:
-			case <-c.done:
-			case <-ctx.Done():
+			for s.current(p.ID) != c {
+				select {
+				case <-registered:
+					registered = s.Changed()
+					continue
+				case <-c.done:
+				case <-ctx.Done():
+					return
+				}
+				break
 			}
 			continue
 		}
 		backoff = min(max(2*backoff, time.Second), s.cfg.MaxBackoff)
-		select {
-		case <-time.After(backoff):
-		case <-changed:
-			// Another path connected (or a connection ended): look again.
-		case <-hint:
-			// Discovery learned new addresses.
-		case <-ctx.Done():
+		if !s.waitRedial(ctx, p.ID, tried, backoff, changed, hint) {
 			return
+		}
+	}
+}
+
+// waitRedial waits after a failed dial of id that started at tried: for
+// backoff, or less when id got connected meanwhile (it dialed us) or when
+// discovery learned something (Hint), though then not sooner than hintGap
+// after tried. Changes of other devices' connections do not end the wait.
+// It returns false when ctx ended.
+func (s *Service) waitRedial(ctx context.Context, id crypt.DeviceID, tried time.Time, backoff time.Duration, changed, hint <-chan struct{}) bool {
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-changed:
+			changed = s.Changed()
+			if s.current(id) != nil {
+				return true
+			}
+		case <-hint:
+			hint = nil
+			if rest := time.Until(tried.Add(s.hintGap)); rest < time.Until(tried.Add(backoff)) {
+				t.Reset(max(rest, 0))
+			}
+		case <-ctx.Done():
+			return false
 		}
 	}
 }
@@ -354,8 +399,7 @@ func (s *Service) register(c *Conn) bool {
 		return false
 	}
 	s.conns[c.ID] = c
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changedLocked()
 	s.mu.Unlock()
 	if ok {
 		old.close()
@@ -363,12 +407,18 @@ func (s *Service) register(c *Conn) bool {
 	return true
 }
 
+// changedLocked wakes everyone waiting on Changed. Must be called with
+// s.mu held.
+func (s *Service) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
 func (s *Service) unregister(c *Conn) {
 	s.mu.Lock()
 	if s.conns[c.ID] == c {
 		delete(s.conns, c.ID)
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.changedLocked()
 	}
 	s.mu.Unlock()
 	c.close()

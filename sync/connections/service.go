@@ -161,6 +161,10 @@ type Service struct {
 	changed chan struct{} // closed and replaced on every connect/disconnect
 	hint    chan struct{} // closed and replaced by Hint
 	runCtx  context.Context
+
+	// Redial timing: the package constants, shortened by tests.
+	rejectedFloor time.Duration // first wait after a connection ended at once
+	hintGap       time.Duration // least time between a dial and one a Hint brings forward
 }
 
 // New binds the listeners (so the actual ports are known before Serve) and
@@ -195,6 +199,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		conns:   map[crypt.DeviceID]*Conn{},
 		changed: make(chan struct{}),
 		hint:    make(chan struct{}),
+
+		rejectedFloor: time.Second,
+		hintGap:       minHintGap,
 	}
 	if err := s.loadPeers(ctx); err != nil {
 		return nil, err
@@ -273,7 +280,8 @@ func (s *Service) Connected(id crypt.DeviceID) bool {
 }
 
 // Hint tells the service that discovery learned something: devices not
-// connected are dialed again now instead of after their backoff.
+// connected are dialed again now instead of after their backoff, but never
+// sooner than a second after their previous dial.
 func (s *Service) Hint() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
