@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -147,24 +148,36 @@ func (f *finder) announced() []string {
 }
 
 // Lookup implements connections.Resolver: LAN addresses first, then what
-// every discovery service knows.
+// the discovery services know, asked all at once so that one unreachable
+// service delays a dial by its timeout at most, not by the sum.
 func (f *finder) Lookup(ctx context.Context, id crypt.DeviceID) []string {
 	var out []string
 	if f.local != nil {
 		out = append(out, f.local.Lookup(id)...)
 	}
-	for _, g := range f.globals {
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		addrs, err := g.Lookup(lctx, id)
-		cancel()
-		if err != nil {
-			f.log.Debug("looking up device", "device", id.String(), "err", err)
-			continue
-		}
+	found := make([][]string, len(f.globals))
+	var wg sync.WaitGroup
+	for i, g := range f.globals {
+		wg.Go(func() {
+			lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+			defer cancel()
+			addrs, err := g.Lookup(lctx, id)
+			if err != nil {
+				f.log.Debug("looking up device", "device", id.String(), "err", err)
+				return
+			}
+			found[i] = addrs
+		})
+	}
+	wg.Wait()
+	for _, addrs := range found {
 		out = append(out, addrs...)
 	}
 	return out
 }
+
+// lookupTimeout bounds a discovery service's answer to a lookup.
+const lookupTimeout = 5 * time.Second
 
 // DialRelay implements connections.RelayDialer.
 func (f *finder) DialRelay(ctx context.Context, addr string, target crypt.DeviceID) (net.Conn, error) {

@@ -45,7 +45,12 @@
 //
 // Time limits: a connection has 10 s to finish its TLS handshake and send
 // its first message, or to send its whole session join; a registration
-// write that blocks for 10 s ends the registration.
+// write that blocks for 10 s ends the registration; a spliced session in
+// which one direction carries nothing for 5 minutes is ended (devices ping
+// more often than that).
+//
+// Limits: at most MaxSessions sessions and MaxRegistrations registered
+// devices; a Join beyond the latter is answered Response{UNAVAILABLE}.
 //
 // # Invariants
 //

@@ -43,6 +43,11 @@ const (
 	sessionKeyTTL    = 30 * time.Second
 	pingInterval     = 60 * time.Second
 	idleTimeout      = 3 * time.Minute
+	// spliceIdle ends a spliced session in which one direction carried
+	// nothing for this long. Devices' own protocol pings every 90 s at
+	// most, so only dead or hostile sessions (holding a MaxSessions place
+	// for nothing) reach it.
+	spliceIdle = 5 * time.Minute
 )
 
 var (

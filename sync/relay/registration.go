@@ -38,6 +38,12 @@ func (s *Server) serveRegistration(raw *net.TCPConn, tc *tls.Conn, peer crypt.De
 	r := &registration{id: peer, raw: raw, tc: tc}
 	s.mu.Lock()
 	old := s.regs[peer]
+	if old == nil && len(s.regs) >= s.maxRegs {
+		s.mu.Unlock()
+		s.log.Debug("relay: registration refused, relay full", "device", peer.Short())
+		r.write(responseMessage(Response_UNAVAILABLE, "the relay has all the registrations it takes"))
+		return
+	}
 	s.regs[peer] = r
 	s.mu.Unlock()
 	if old != nil {

@@ -20,8 +20,16 @@ type ServerConfig struct {
 	Identity    *crypt.Identity
 	Listen      string // host:port; "127.0.0.1:0" in tests
 	MaxSessions int    // default 1000 concurrent sessions (pending and spliced)
-	Logger      *slog.Logger
+	// MaxRegistrations caps the devices registered at once; default
+	// 10000. A device beyond it is refused (Response UNAVAILABLE); one
+	// already registered may always register again.
+	MaxRegistrations int
+	Logger           *slog.Logger
 }
+
+// DefaultMaxRegistrations is ServerConfig.MaxRegistrations when it is zero
+// or less.
+const DefaultMaxRegistrations = 10000
 
 // DefaultMaxSessions is ServerConfig.MaxSessions when it is zero or less.
 const DefaultMaxSessions = 1000
@@ -35,15 +43,16 @@ type ServerStats struct {
 
 // Server is a relay server. Its methods are safe for concurrent use.
 type Server struct {
-	id    *crypt.Identity
-	ln    net.Listener
-	tls   *tls.Config
-	log   *slog.Logger
-	max   int
-	bytes atomic.Int64
+	id      *crypt.Identity
+	ln      net.Listener
+	tls     *tls.Config
+	log     *slog.Logger
+	max     int
+	maxRegs int
+	bytes   atomic.Int64
 
 	// Time limits; the package constants, shortened by tests.
-	handshake, keyTTL, pingEvery, idle time.Duration
+	handshake, keyTTL, pingEvery, idle, spliceIdle time.Duration
 
 	mu       sync.Mutex
 	closed   bool
@@ -66,21 +75,26 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	tc := crypt.ServerTLSConfig(cfg.Identity, func(crypt.DeviceID) bool { return true })
 	tc.NextProtos = []string{ALPN}
 	s := &Server{
-		id:        cfg.Identity,
-		ln:        ln,
-		tls:       tc,
-		log:       cfg.Logger,
-		max:       cfg.MaxSessions,
-		handshake: handshakeTimeout,
-		keyTTL:    sessionKeyTTL,
-		pingEvery: pingInterval,
-		idle:      idleTimeout,
-		conns:     make(map[net.Conn]struct{}),
-		regs:      make(map[crypt.DeviceID]*registration),
-		sessions:  make(map[[keySize]byte]*session),
+		id:         cfg.Identity,
+		ln:         ln,
+		tls:        tc,
+		log:        cfg.Logger,
+		max:        cfg.MaxSessions,
+		handshake:  handshakeTimeout,
+		keyTTL:     sessionKeyTTL,
+		pingEvery:  pingInterval,
+		idle:       idleTimeout,
+		maxRegs:    cfg.MaxRegistrations,
+		spliceIdle: spliceIdle,
+		conns:      make(map[net.Conn]struct{}),
+		regs:       make(map[crypt.DeviceID]*registration),
+		sessions:   make(map[[keySize]byte]*session),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxRegs <= 0 {
+		s.maxRegs = DefaultMaxRegistrations
 	}
 	if s.max <= 0 {
 		s.max = DefaultMaxSessions

@@ -150,14 +150,22 @@ const pipeChunk = 1 << 20
 // that the other direction ends too.
 func (s *Server) pipe(dst, src *net.TCPConn) {
 	for {
+		// A session ends when a direction carries nothing for spliceIdle.
+		// The deadline bounds each piece, which may take longer than that
+		// to fill: a piece cut short by it after moving some bytes only
+		// shows the direction is alive but slow.
+		src.SetReadDeadline(time.Now().Add(s.spliceIdle))
 		n, err := io.CopyN(dst, src, pipeChunk)
 		s.bytes.Add(n)
-		if err == nil {
+		var ne net.Error
+		switch {
+		case err == nil:
 			continue
-		}
-		if errors.Is(err, io.EOF) {
+		case errors.Is(err, io.EOF):
 			dst.CloseWrite()
 			return
+		case n > 0 && errors.As(err, &ne) && ne.Timeout():
+			continue
 		}
 		dst.Close()
 		src.Close()

@@ -21,8 +21,11 @@ import (
 
 // Server defaults and HTTP limits.
 const (
-	DefaultTTL        = 30 * time.Minute
-	DefaultMaxDevices = 100000
+	DefaultTTL = 30 * time.Minute
+	// DefaultMaxDevices suits the private service this is (a user's own
+	// devices and their friends'): device certificates cost nothing to
+	// make, so the cap is what bounds memory (at most ~40 MB here).
+	DefaultMaxDevices = 10000
 
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second

@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"lockstep/crypt"
+)
+
+// TestSpliceIdle: a spliced session in which nothing moves ends after the
+// idle time, so silent sessions can't hold the relay's places; one that
+// keeps talking (as devices' pings do) lives on past it.
+func TestSpliceIdle(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	srv := startServer(t, identity(t, "relay"), "127.0.0.1:0", 0, func(s *Server) { s.spliceIdle = idle })
+	a, b := identity(t, "a"), identity(t, "b")
+	far := make(chan net.Conn, 2)
+	startClient(t, b, srv.URL(), func(conn net.Conn, _ crypt.DeviceID) { far <- conn }, nil)
+
+	// Talking both ways (devices ping each way): a byte each way every
+	// idle/3, for three idle times.
+	talk, err := Dial(context.Background(), a, srv.URL(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talk.Close()
+	fb := <-far
+	defer fb.Close()
+	for range 9 {
+		if _, err := talk.Write([]byte{1}); err != nil {
+			t.Fatalf("an active session was cut: %v", err)
+		}
+		fb.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(fb, make([]byte, 1)); err != nil {
+			t.Fatalf("an active session was cut: %v", err)
+		}
+		if _, err := fb.Write([]byte{2}); err != nil {
+			t.Fatalf("an active session was cut: %v", err)
+		}
+		talk.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(talk, make([]byte, 1)); err != nil {
+			t.Fatalf("an active session was cut: %v", err)
+		}
+		time.Sleep(idle / 3)
+	}
+
+	// Silent: the relay closes it.
+	quiet, err := Dial(context.Background(), a, srv.URL(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	fq := <-far
+	defer fq.Close()
+	quiet.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := quiet.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("a silent session was not ended by the relay: %v", err)
+	}
+	// Both sessions are silent now: their places are freed.
+	eventually(t, "the sessions to be gone", func() bool { return srv.Stats().Sessions == 0 })
+}
+
+// TestMaxRegistrations: the relay takes n registrations, refuses the
+// n+1st, and always lets a registered device register again.
+func TestMaxRegistrations(t *testing.T) {
+	srv := startServer(t, identity(t, "relay"), "127.0.0.1:0", 0, func(s *Server) { s.maxRegs = 2 })
+	registerRaw(t, identity(t, "a"), srv)
+	registerRaw(t, identity(t, "b"), srv)
+	tc, err := dialProtocol(context.Background(), identity(t, "c"), srv.hostport, srv.id.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.NetConn().Close()
+	if err := writeMessage(tc, joinMessage()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readMessage(tc)
+	if err != nil || m.GetResponse().GetCode() != Response_UNAVAILABLE {
+		t.Fatalf("the third registration was answered %v, %v; want UNAVAILABLE", m, err)
+	}
+	registerRaw(t, identity(t, "a"), srv) // a again: replaces its own
+	if got := srv.Stats().Registered; got != 2 {
+		t.Fatalf("registered = %d, want 2", got)
+	}
+}
