@@ -53,6 +53,8 @@ type Engine struct {
 	wg      sync.WaitGroup
 
 	recv Receiver // this node's encrypted folders, or nil
+
+	claims claimSignal // a receiver served back more of this node's records
 }
 
 // Receiver is the untrusted side of encrypted folders (sync/receiver): the

@@ -58,6 +58,9 @@ type folder struct {
 
 	receivers map[crypt.DeviceID]bool   // shares that are untrusted receivers
 	recvErrs  map[crypt.DeviceID]string // latest problem with each receiver
+	forkErrs  map[crypt.DeviceID]string // receivers found forking their log (fork.go)
+
+	forks forkWatch // peers' claims about receivers, to check
 
 	archive *versions.Archive // nil: versioning off
 

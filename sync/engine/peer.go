@@ -34,11 +34,13 @@ type peerConn struct {
 	// records that arrived after the first.
 	reconcileMu sync.Mutex
 
-	mu      sync.Mutex
-	lastCC  *protocol.ClusterConfig // the peer's latest
-	senders map[string]sender       // by folder ID
-	uploads map[string]*upload      // by folder ID, to a receiver
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	lastCC   *protocol.ClusterConfig // the peer's latest
+	freshCC  bool                    // lastCC was not reconciled yet
+	senders  map[string]sender       // by folder ID
+	uploads  map[string]*upload      // by folder ID, to a receiver
+	claiming bool                    // sendClaims runs
+	wg       sync.WaitGroup
 }
 
 // ServeConn runs the protocol on an authenticated connection to peer until
@@ -152,6 +154,7 @@ func (e *Engine) ClusterConfig(wirePeer protocol.DeviceID, cc *protocol.ClusterC
 	}
 	pc.mu.Lock()
 	pc.lastCC = cc
+	pc.freshCC = true
 	pc.mu.Unlock()
 	return pc.reconcile()
 }
@@ -165,7 +168,8 @@ func (pc *peerConn) reconcile() error {
 	defer pc.reconcileMu.Unlock()
 	e, peer, ctx := pc.e, pc.id, pc.ctx
 	pc.mu.Lock()
-	cc := pc.lastCC
+	cc, fresh := pc.lastCC, pc.freshCC
+	pc.freshCC = false
 	pc.mu.Unlock()
 	if cc == nil {
 		return nil
@@ -182,7 +186,7 @@ func (pc *peerConn) reconcile() error {
 		}
 		f := e.folder(wf.GetId())
 		if f != nil && f.sharedWith(peer) && f.untrusted(peer) {
-			if err := pc.reconcileReceiver(f, wf); err != nil {
+			if err := pc.reconcileReceiver(f, wf, fresh); err != nil {
 				return err
 			}
 			offered[f.id] = true
@@ -230,8 +234,10 @@ func (pc *peerConn) reconcile() error {
 			start = mine.GetMaxSequence()
 		}
 		pc.startSender(f, start)
+		pc.startClaims()
 		offered[f.id] = true
 	}
+	e.claims.notify() // claims for folders shared just now
 	// Folders the peer stopped sharing: stop sending them.
 	pc.mu.Lock()
 	for id, s := range pc.senders {

@@ -311,7 +311,8 @@ func (f *folder) sealedIndexFrom(ctx context.Context, peer crypt.DeviceID, idx *
 		return fmt.Errorf("folder %s has no key for receiver records", f.id)
 	}
 	best := map[string]index.Record{}
-	var last, own int64
+	var last, own, ownAt int64
+	seen := map[crypt.DeviceID]uint64{} // highest counter per origin
 	for _, sr := range idx.GetRecords() {
 		last = max(last, sr.GetSequence())
 		r, err := OpenSealed(keys, f.id, sr)
@@ -321,8 +322,10 @@ func (f *folder) sealedIndexFrom(ctx context.Context, peer crypt.DeviceID, idx *
 			f.log.Warn("receiver sent a bad record", "device", peer.String(), "err", err)
 			continue
 		}
-		if string(sr.GetOrigin()) == string(f.e.id[:]) {
-			own = max(own, r.Sequence)
+		origin := crypt.DeviceID(sr.GetOrigin())
+		seen[origin] = max(seen[origin], sr.GetCounter())
+		if origin == f.e.id && r.Sequence > own {
+			own, ownAt = r.Sequence, sr.GetSequence()
 		}
 		r.Sequence = sr.GetSequence()
 		cur, ok := best[r.Name]
@@ -341,13 +344,27 @@ func (f *folder) sealedIndexFrom(ctx context.Context, peer crypt.DeviceID, idx *
 	if err := f.set.UpdateRemote(ctx, peer, recs); err != nil {
 		return fmt.Errorf("storing receiver records of %s: %w", f.id, err)
 	}
-	for key, v := range map[string]int64{logCursorSetting(f.id, peer): last, heldSetting(f.id, peer): own} {
-		if v > 0 && v > f.e.settingInt(ctx, key) {
-			if err := f.e.db.SetSetting(ctx, key, strconv.FormatInt(v, 10)); err != nil {
-				return err
-			}
+	// Written in this order for fork checks (fork.go): the counters seen
+	// before the cursor passes them, and where the held record is before
+	// its counter.
+	if err := f.raiseOrigins(ctx, peer, seen, nil); err != nil {
+		return err
+	}
+	if last > f.e.settingInt(ctx, logCursorSetting(f.id, peer)) {
+		if err := f.e.db.SetSetting(ctx, logCursorSetting(f.id, peer), strconv.FormatInt(last, 10)); err != nil {
+			return err
 		}
 	}
+	if own > 0 && own > f.e.settingInt(ctx, heldSetting(f.id, peer)) {
+		if err := f.e.setHeldAt(ctx, f.id, peer, ownAt); err != nil {
+			return err
+		}
+		if err := f.e.db.SetSetting(ctx, heldSetting(f.id, peer), strconv.FormatInt(own, 10)); err != nil {
+			return err
+		}
+		f.e.claims.notify()
+	}
+	f.checkClaims(ctx, peer)
 	if len(recs) > 0 {
 		f.requestPull()
 	}
@@ -433,7 +450,10 @@ func (f *folder) setReceiverError(peer crypt.DeviceID, err error) {
 
 // reconcileReceiver acts on a receiver's ClusterConfig entry for f: it
 // checks the receiver did not roll back, and starts sending it records.
-func (pc *peerConn) reconcileReceiver(f *folder, wf *protocol.Folder) error {
+// The rollback checks need a fresh entry: one applied again after a
+// configuration change is as old as the connection, and the receiver has
+// served more since.
+func (pc *peerConn) reconcileReceiver(f *folder, wf *protocol.Folder, fresh bool) error {
 	e, peer, ctx := pc.e, pc.id, pc.ctx
 	keys := f.keys(ctx)
 	if keys == nil {
@@ -452,7 +472,7 @@ func (pc *peerConn) reconcileReceiver(f *folder, wf *protocol.Folder) error {
 	if theirs != nil && theirs.GetIndexId() != 0 {
 		known := e.peerIndexID(ctx, f.id, peer)
 		if known == theirs.GetIndexId() {
-			if seen := e.settingInt(ctx, logCursorSetting(f.id, peer)); theirs.GetMaxSequence() < seen {
+			if seen := e.settingInt(ctx, logCursorSetting(f.id, peer)); fresh && theirs.GetMaxSequence() < seen {
 				err := fmt.Errorf("%w: receiver %s serves its log up to %d, but this device has already seen it up to %d; refusing it", ErrRollback, peer.Short(), theirs.GetMaxSequence(), seen)
 				f.setReceiverError(peer, err)
 				return err
@@ -469,13 +489,16 @@ func (pc *peerConn) reconcileReceiver(f *folder, wf *protocol.Folder) error {
 					return err
 				}
 			}
+			if err := f.forgetReceiverLog(ctx, peer); err != nil {
+				return err
+			}
 			if err := e.setPeerIndexID(ctx, f.id, peer, theirs.GetIndexId()); err != nil {
 				return err
 			}
 		}
 	}
 	held := int64(mine.GetMaxSequence())
-	if served := e.settingInt(ctx, heldSetting(f.id, peer)); held < served {
+	if served := e.settingInt(ctx, heldSetting(f.id, peer)); fresh && held < served {
 		err := fmt.Errorf("%w: receiver %s says it holds this device's records up to %d, but it has served them up to %d; refusing it", ErrRollback, peer.Short(), held, served)
 		f.setReceiverError(peer, err)
 		return err
@@ -487,6 +510,19 @@ func (pc *peerConn) reconcileReceiver(f *folder, wf *protocol.Folder) error {
 		if err := f.set.Renumber(ctx, held); err != nil {
 			return err
 		}
+	}
+	if theirs != nil && theirs.GetIndexId() != 0 {
+		// The receiver's high-water mark per origin, for fork checks.
+		marks := map[crypt.DeviceID]uint64{}
+		for _, d := range wf.GetDevices() {
+			if id := crypt.DeviceID(d.GetDeviceId()); id != peer && d.GetMaxSequence() > 0 {
+				marks[id] = max(marks[id], uint64(d.GetMaxSequence()))
+			}
+		}
+		if err := f.raiseOrigins(ctx, peer, nil, marks); err != nil {
+			return err
+		}
+		f.checkClaims(ctx, peer)
 	}
 	f.setReceiverError(peer, nil)
 	pc.startUpload(f, keys, held)

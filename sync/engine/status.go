@@ -33,7 +33,8 @@ type PeerStatus struct {
 	Completion float64
 	// Untrusted: the peer is a receiver of the folder.
 	Untrusted bool
-	// Error is the latest problem with a receiver (rollback, tampering,
+	// Error is the problem with a receiver: a fork of its log (which stays
+	// until disproved), else the latest other one (rollback, tampering,
 	// missing key), or "".
 	Error string
 }
@@ -52,7 +53,7 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	}
 	shares := make([]PeerStatus, 0, len(f.shares))
 	for d := range f.shares {
-		shares = append(shares, PeerStatus{Device: d, Untrusted: f.receivers[d], Error: f.recvErrs[d]})
+		shares = append(shares, PeerStatus{Device: d, Untrusted: f.receivers[d], Error: f.receiverError(d)})
 	}
 	f.mu.Unlock()
 	st.Counts = f.set.Counts()

@@ -44,6 +44,13 @@ type SealedModel interface {
 	SealedAck(peer DeviceID, ack *SealedAck) error
 }
 
+// ClaimsModel is an optional ability of a Model: it takes ReceiverClaims
+// messages (between trusted devices, for fork detection), called like
+// Index. A Conn whose model lacks it treats those messages as malformed.
+type ClaimsModel interface {
+	ReceiverClaims(peer DeviceID, rc *ReceiverClaims) error
+}
+
 // Releaser is an optional ability of a Model: Release is called with the
 // data a Request returned once the connection no longer needs it, so the
 // model can reuse the buffer.
@@ -191,6 +198,12 @@ func (c *Conn) SealedIndex(ctx context.Context, idx *SealedIndex) error {
 // SealedAck sends ack, queued like ClusterConfig.
 func (c *Conn) SealedAck(ctx context.Context, ack *SealedAck) error {
 	return c.send(ctx, ack)
+}
+
+// ReceiverClaims sends rc, queued like ClusterConfig. More than
+// MaxReceiverClaims claims give ErrMalformed: split them.
+func (c *Conn) ReceiverClaims(ctx context.Context, rc *ReceiverClaims) error {
+	return c.send(ctx, rc)
 }
 
 // Request asks the peer for req.Size bytes at req.Offset of req.Name and

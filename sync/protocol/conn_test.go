@@ -471,3 +471,114 @@ func TestConnPeerNotReadingTimesOut(t *testing.T) {
 	}
 	s.checkClosedOnce(t)
 }
+
+func TestConnReceiverClaims(t *testing.T) {
+	a, b := pipePair(t, Options{})
+	rc := &ReceiverClaims{Claims: []*ReceiverClaim{testClaim(1), testClaim(2)}}
+	if err := a.conn.ReceiverClaims(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.model.next(t); !proto.Equal(got, rc) {
+		t.Fatalf("got %v, want %v", got, rc)
+	}
+	// Boundaries: MaxReceiverClaims claims go, one more is refused before
+	// anything is sent.
+	full := &ReceiverClaims{}
+	for range MaxReceiverClaims {
+		full.Claims = append(full.Claims, testClaim(1))
+	}
+	if err := a.conn.ReceiverClaims(context.Background(), full); err != nil {
+		t.Fatalf("%d claims: %v", MaxReceiverClaims, err)
+	}
+	if got := b.model.next(t).(*ReceiverClaims); len(got.GetClaims()) != MaxReceiverClaims {
+		t.Fatalf("got %d claims", len(got.GetClaims()))
+	}
+	full.Claims = append(full.Claims, testClaim(1))
+	if err := a.conn.ReceiverClaims(context.Background(), full); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("%d claims: %v, want ErrMalformed", MaxReceiverClaims+1, err)
+	}
+}
+
+func TestClaimBoundaries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*ReceiverClaim)
+		ok   bool
+	}{
+		{"sequence 0", func(c *ReceiverClaim) { c.Sequence = 0 }, false},
+		{"sequence 1", func(c *ReceiverClaim) { c.Sequence = 1 }, true},
+		{"sequence 2", func(c *ReceiverClaim) { c.Sequence = 2 }, true},
+		{"counter 0", func(c *ReceiverClaim) { c.Counter = 0 }, false},
+		{"counter 1", func(c *ReceiverClaim) { c.Counter = 1 }, true},
+		{"receiver 31 bytes", func(c *ReceiverClaim) { c.Receiver = c.Receiver[:31] }, false},
+		{"receiver 33 bytes", func(c *ReceiverClaim) { c.Receiver = append(c.Receiver, 1) }, false},
+		{"origin 31 bytes", func(c *ReceiverClaim) { c.Origin = c.Origin[:31] }, false},
+		{"log ID 0", func(c *ReceiverClaim) { c.LogId = 0 }, false},
+		{"log ID 1", func(c *ReceiverClaim) { c.LogId = 1 }, true},
+	} {
+		c := testClaim(1)
+		tc.edit(c)
+		var buf bytes.Buffer
+		err := WriteMessage(&buf, &ReceiverClaims{Claims: []*ReceiverClaim{c}})
+		if tc.ok != (err == nil) {
+			t.Errorf("%s: WriteMessage = %v", tc.name, err)
+		}
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", tc.name, err)
+		}
+	}
+}
+
+func TestConnReceiverClaimsWithoutClaimsModel(t *testing.T) {
+	// A model that does not take claims (a receiver) ends the connection
+	// on one, as on any malformed frame.
+	ca, cb := net.Pipe()
+	defer cb.Close()
+	go io.Copy(io.Discard, cb)
+	c := NewConn(DeviceID{'r'}, ca, plainModel{newRecordingModel()}, Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- c.Serve(context.Background()) }()
+	frame, err := appendFrame(nil, &ReceiverClaims{Claims: []*ReceiverClaim{testClaim(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cb.Write(frame)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Serve: %v, want ErrMalformed", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Serve did not end")
+	}
+}
+
+func TestConnMalformedClaimsEndConnection(t *testing.T) {
+	// A claims frame breaking a rule ends the connection with ErrMalformed
+	// and never reaches the model.
+	ca, cb := net.Pipe()
+	defer cb.Close()
+	go io.Copy(io.Discard, cb)
+	m := newRecordingModel()
+	c := NewConn(DeviceID{'r'}, ca, m, Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- c.Serve(context.Background()) }()
+	bad := testClaim(1)
+	bad.Sequence = 0
+	body, err := proto.Marshal(&ReceiverClaims{Claims: []*ReceiverClaim{bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cb.Write(rawFrame(MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS, 0, body))
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Serve: %v, want ErrMalformed", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Serve did not end")
+	}
+	if len(m.messages) != 0 {
+		t.Fatalf("the model got %d messages", len(m.messages))
+	}
+}

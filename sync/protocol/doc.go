@@ -11,7 +11,8 @@
 //     panic, and a frame's buffer grows only as its bytes arrive.
 //   - Nothing is sent that the receiver would reject: WriteMessage checks
 //     messages against the same rules before writing.
-//   - A Conn hands ClusterConfig, Index and IndexUpdate to its Model one at
+//   - A Conn hands ClusterConfig, Index, IndexUpdate and the optional
+//     messages (SealedIndex, SealedAck, ReceiverClaims) to its Model one at
 //     a time, in the peer's order; requests are answered concurrently, at
 //     most Options.MaxIncomingRequests at once; each Request gets exactly
 //     the Response with its ID.

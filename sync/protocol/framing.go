@@ -76,8 +76,8 @@ func WriteMessage(w io.Writer, msg proto.Message) error {
 }
 
 // ReadMessage reads one frame from r and returns the message it holds: a
-// *Hello, *ClusterConfig, *Index, *IndexUpdate, *Request, *Response, *Ping
-// or *Close. At a clean end of stream before a frame it returns io.EOF; a
+// *Hello, *ClusterConfig, *Index, *IndexUpdate, *Request, *Response, *Ping,
+// *Close, *SealedIndex, *SealedAck or *ReceiverClaims. At a clean end of stream before a frame it returns io.EOF; a
 // stream that ends inside a frame gives io.ErrUnexpectedEOF. A frame that
 // breaks the specification gives an error wrapping ErrMalformed. ReadMessage
 // allocates memory for a frame body only as its bytes arrive.
@@ -250,6 +250,8 @@ func typeOf(msg proto.Message) MessageType {
 		return MessageType_MESSAGE_TYPE_SEALED_INDEX
 	case *SealedAck:
 		return MessageType_MESSAGE_TYPE_SEALED_ACK
+	case *ReceiverClaims:
+		return MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS
 	default:
 		return MessageType_MESSAGE_TYPE_UNSPECIFIED
 	}
@@ -279,6 +281,8 @@ func newMessage(typ MessageType) proto.Message {
 		return new(SealedIndex)
 	case MessageType_MESSAGE_TYPE_SEALED_ACK:
 		return new(SealedAck)
+	case MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS:
+		return new(ReceiverClaims)
 	default:
 		return nil
 	}

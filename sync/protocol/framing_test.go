@@ -66,7 +66,14 @@ func everyMessage() []proto.Message {
 		&Response{Id: 10, Code: ErrorCode_ERROR_CODE_NO_SUCH_FILE},
 		&Ping{},
 		&Close{Reason: "shutting down"},
+		&ReceiverClaims{Claims: []*ReceiverClaim{testClaim(1), testClaim(2)}},
 	}
+}
+
+// testClaim is a valid receiver claim; i varies its numbers.
+func testClaim(i int) *ReceiverClaim {
+	return &ReceiverClaim{Folder: "docs", Receiver: bytes.Repeat([]byte{9}, DeviceIDSize), LogId: 0xabc + uint64(i),
+		Origin: bytes.Repeat([]byte{byte(i)}, DeviceIDSize), Counter: uint64(10 * i), Sequence: int64(20 * i)}
 }
 
 func TestRoundTripEveryMessage(t *testing.T) {
@@ -280,6 +287,15 @@ func malformedFrames(t testing.TB) map[string][]byte {
 	sealedFrame := func(r *SealedRecord) []byte {
 		return rawFrame(MessageType_MESSAGE_TYPE_SEALED_INDEX, 0, mustMarshal(&SealedIndex{Folder: "f", Records: []*SealedRecord{goodSealed(), r}}))
 	}
+	claimFrame := func(edit func(*ReceiverClaim)) []byte {
+		c := testClaim(3)
+		edit(c)
+		return rawFrame(MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS, 0, mustMarshal(&ReceiverClaims{Claims: []*ReceiverClaim{testClaim(1), c}}))
+	}
+	tooMany := &ReceiverClaims{}
+	for range MaxReceiverClaims + 1 {
+		tooMany.Claims = append(tooMany.Claims, testClaim(1))
+	}
 	requestFrame := func(r *Request) []byte {
 		return rawFrame(MessageType_MESSAGE_TYPE_REQUEST, 0, mustMarshal(r))
 	}
@@ -297,7 +313,15 @@ func malformedFrames(t testing.TB) map[string][]byte {
 		"oversized length":               append(binary.BigEndian.AppendUint32(nil, MaxFrameSize+1), 7, 0),
 		"type 0":                         rawFrame(0, 0, nil),
 		"type 9 (reserved)":              rawFrame(9, 0, nil),
-		"type 18 (reserved)":             rawFrame(18, 0, nil),
+		"type 19 (reserved)":             rawFrame(19, 0, nil),
+		"type 47 (reserved)":             rawFrame(47, 0, nil),
+		"claim receiver of 31 bytes":     claimFrame(func(c *ReceiverClaim) { c.Receiver = c.Receiver[:31] }),
+		"claim origin of 33 bytes":       claimFrame(func(c *ReceiverClaim) { c.Origin = append(c.Origin, 0) }),
+		"claim log ID 0":                 claimFrame(func(c *ReceiverClaim) { c.LogId = 0 }),
+		"claim counter 0":                claimFrame(func(c *ReceiverClaim) { c.Counter = 0 }),
+		"claim sequence 0":               claimFrame(func(c *ReceiverClaim) { c.Sequence = 0 }),
+		"claim sequence -1":              claimFrame(func(c *ReceiverClaim) { c.Sequence = -1 }),
+		"4097 claims":                    rawFrame(MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS, 0, mustMarshal(tooMany)),
 		"negative ack sequence":          rawFrame(MessageType_MESSAGE_TYPE_SEALED_ACK, 0, mustMarshal(&SealedAck{Folder: "f", Sequence: -1})),
 		"type 255":                       rawFrame(255, 0, nil),
 		"flag bit 1":                     rawFrame(MessageType_MESSAGE_TYPE_PING, 2, nil),

@@ -68,6 +68,10 @@ const (
 	MessageType_MESSAGE_TYPE_SEALED_INDEX MessageType = 16
 	// Acknowledges SealedIndex messages once they are processed.
 	MessageType_MESSAGE_TYPE_SEALED_ACK MessageType = 17
+	// What this device's receivers have served back of its own records,
+	// told to a trusted peer so it can check the receivers show it the same
+	// log (fork detection). Between trusted devices only.
+	MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS MessageType = 18
 )
 
 // Enum value maps for MessageType.
@@ -84,19 +88,21 @@ var (
 		8:  "MESSAGE_TYPE_CLOSE",
 		16: "MESSAGE_TYPE_SEALED_INDEX",
 		17: "MESSAGE_TYPE_SEALED_ACK",
+		18: "MESSAGE_TYPE_RECEIVER_CLAIMS",
 	}
 	MessageType_value = map[string]int32{
-		"MESSAGE_TYPE_UNSPECIFIED":    0,
-		"MESSAGE_TYPE_HELLO":          1,
-		"MESSAGE_TYPE_CLUSTER_CONFIG": 2,
-		"MESSAGE_TYPE_INDEX":          3,
-		"MESSAGE_TYPE_INDEX_UPDATE":   4,
-		"MESSAGE_TYPE_REQUEST":        5,
-		"MESSAGE_TYPE_RESPONSE":       6,
-		"MESSAGE_TYPE_PING":           7,
-		"MESSAGE_TYPE_CLOSE":          8,
-		"MESSAGE_TYPE_SEALED_INDEX":   16,
-		"MESSAGE_TYPE_SEALED_ACK":     17,
+		"MESSAGE_TYPE_UNSPECIFIED":     0,
+		"MESSAGE_TYPE_HELLO":           1,
+		"MESSAGE_TYPE_CLUSTER_CONFIG":  2,
+		"MESSAGE_TYPE_INDEX":           3,
+		"MESSAGE_TYPE_INDEX_UPDATE":    4,
+		"MESSAGE_TYPE_REQUEST":         5,
+		"MESSAGE_TYPE_RESPONSE":        6,
+		"MESSAGE_TYPE_PING":            7,
+		"MESSAGE_TYPE_CLOSE":           8,
+		"MESSAGE_TYPE_SEALED_INDEX":    16,
+		"MESSAGE_TYPE_SEALED_ACK":      17,
+		"MESSAGE_TYPE_RECEIVER_CLAIMS": 18,
 	}
 )
 
@@ -1706,6 +1712,158 @@ func (x *SealedAck) GetSequence() int64 {
 	return 0
 }
 
+// ReceiverClaims is sent by a trusted device to a trusted peer sharing a
+// folder with it, after the ClusterConfig exchange and again when a claim
+// advances. Each claim says "receiver's log, whose log ID is log_id, holds
+// at sequence my record with counter": the receiver served that record of
+// the sender's back to it. A peer that has read the same receiver's log
+// that far without seeing the record, and was not told by the receiver
+// that it holds (or pruned) the sender's records up to counter, has been
+// shown a different log: the receiver forked it. Receivers see counters
+// and sequences anyway, so claims hold no secret; but they are for trusted
+// devices only, and a device refuses them from an untrusted one.
+type ReceiverClaims struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 4096 claims (MaxReceiverClaims, checked on receipt); a sender
+	// with more sends several messages.
+	Claims        []*ReceiverClaim `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiverClaims) Reset() {
+	*x = ReceiverClaims{}
+	mi := &file_lockstep_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiverClaims) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiverClaims) ProtoMessage() {}
+
+func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiverClaims.ProtoReflect.Descriptor instead.
+func (*ReceiverClaims) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReceiverClaims) GetClaims() []*ReceiverClaim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+// ReceiverClaim is one claim of a ReceiverClaims message.
+type ReceiverClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The folder ID.
+	Folder string `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
+	// The receiver's device ID: 32 bytes (checked on receipt).
+	Receiver []byte `protobuf:"bytes,2,opt,name=receiver,proto3" json:"receiver,omitempty"`
+	// The receiver's log ID (its index ID for the folder), as it announced
+	// it to the sender. Not 0 (checked on receipt).
+	LogId uint64 `protobuf:"varint,3,opt,name=log_id,json=logId,proto3" json:"log_id,omitempty"`
+	// The device whose record the receiver holds: 32 bytes (checked on
+	// receipt). A device claims only its own records, so this is the
+	// sender; a claim about another origin is ignored.
+	Origin []byte `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	// The record's counter: the highest of origin's counters the receiver
+	// has served back to origin. At least 1 (checked on receipt).
+	Counter uint64 `protobuf:"varint,5,opt,name=counter,proto3" json:"counter,omitempty"`
+	// The receiver's log sequence at which that record was served. At least
+	// 1 (checked on receipt).
+	Sequence      int64 `protobuf:"varint,6,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiverClaim) Reset() {
+	*x = ReceiverClaim{}
+	mi := &file_lockstep_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiverClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiverClaim) ProtoMessage() {}
+
+func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiverClaim.ProtoReflect.Descriptor instead.
+func (*ReceiverClaim) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReceiverClaim) GetFolder() string {
+	if x != nil {
+		return x.Folder
+	}
+	return ""
+}
+
+func (x *ReceiverClaim) GetReceiver() []byte {
+	if x != nil {
+		return x.Receiver
+	}
+	return nil
+}
+
+func (x *ReceiverClaim) GetLogId() uint64 {
+	if x != nil {
+		return x.LogId
+	}
+	return 0
+}
+
+func (x *ReceiverClaim) GetOrigin() []byte {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+func (x *ReceiverClaim) GetCounter() uint64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *ReceiverClaim) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 var File_lockstep_proto protoreflect.FileDescriptor
 
 const file_lockstep_proto_rawDesc = "" +
@@ -1807,7 +1965,16 @@ const file_lockstep_proto_rawDesc = "" +
 	"polynomial\"?\n" +
 	"\tSealedAck\x12\x16\n" +
 	"\x06folder\x18\x01 \x01(\tR\x06folder\x12\x1a\n" +
-	"\bsequence\x18\x02 \x01(\x03R\bsequence*\xc7\x02\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence\"D\n" +
+	"\x0eReceiverClaims\x122\n" +
+	"\x06claims\x18\x01 \x03(\v2\x1a.lockstep.v1.ReceiverClaimR\x06claims\"\xa8\x01\n" +
+	"\rReceiverClaim\x12\x16\n" +
+	"\x06folder\x18\x01 \x01(\tR\x06folder\x12\x1a\n" +
+	"\breceiver\x18\x02 \x01(\fR\breceiver\x12\x15\n" +
+	"\x06log_id\x18\x03 \x01(\x04R\x05logId\x12\x16\n" +
+	"\x06origin\x18\x04 \x01(\fR\x06origin\x12\x18\n" +
+	"\acounter\x18\x05 \x01(\x04R\acounter\x12\x1a\n" +
+	"\bsequence\x18\x06 \x01(\x03R\bsequence*\xe9\x02\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12MESSAGE_TYPE_HELLO\x10\x01\x12\x1f\n" +
@@ -1819,7 +1986,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x11MESSAGE_TYPE_PING\x10\a\x12\x16\n" +
 	"\x12MESSAGE_TYPE_CLOSE\x10\b\x12\x1d\n" +
 	"\x19MESSAGE_TYPE_SEALED_INDEX\x10\x10\x12\x1b\n" +
-	"\x17MESSAGE_TYPE_SEALED_ACK\x10\x11\"\x04\b\t\x10\x0f\"\x04\b\x12\x10/*~\n" +
+	"\x17MESSAGE_TYPE_SEALED_ACK\x10\x11\x12 \n" +
+	"\x1cMESSAGE_TYPE_RECEIVER_CLAIMS\x10\x12\"\x04\b\t\x10\x0f\"\x04\b\x13\x10/*~\n" +
 	"\n" +
 	"FolderType\x12\x1c\n" +
 	"\x18FOLDER_TYPE_SEND_RECEIVE\x10\x00\x12\x19\n" +
@@ -1855,31 +2023,33 @@ func file_lockstep_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_lockstep_proto_goTypes = []any{
-	(MessageType)(0),      // 0: lockstep.v1.MessageType
-	(FolderType)(0),       // 1: lockstep.v1.FolderType
-	(FileInfoType)(0),     // 2: lockstep.v1.FileInfoType
-	(ErrorCode)(0),        // 3: lockstep.v1.ErrorCode
-	(RequestKind)(0),      // 4: lockstep.v1.RequestKind
-	(*Hello)(nil),         // 5: lockstep.v1.Hello
-	(*ClusterConfig)(nil), // 6: lockstep.v1.ClusterConfig
-	(*Folder)(nil),        // 7: lockstep.v1.Folder
-	(*FolderDevice)(nil),  // 8: lockstep.v1.FolderDevice
-	(*Index)(nil),         // 9: lockstep.v1.Index
-	(*IndexUpdate)(nil),   // 10: lockstep.v1.IndexUpdate
-	(*FileInfo)(nil),      // 11: lockstep.v1.FileInfo
-	(*Vector)(nil),        // 12: lockstep.v1.Vector
-	(*Counter)(nil),       // 13: lockstep.v1.Counter
-	(*BlockInfo)(nil),     // 14: lockstep.v1.BlockInfo
-	(*Request)(nil),       // 15: lockstep.v1.Request
-	(*Response)(nil),      // 16: lockstep.v1.Response
-	(*Ping)(nil),          // 17: lockstep.v1.Ping
-	(*Close)(nil),         // 18: lockstep.v1.Close
-	(*SealedIndex)(nil),   // 19: lockstep.v1.SealedIndex
-	(*SealedRecord)(nil),  // 20: lockstep.v1.SealedRecord
-	(*SealedPayload)(nil), // 21: lockstep.v1.SealedPayload
-	(*SealedAck)(nil),     // 22: lockstep.v1.SealedAck
+	(MessageType)(0),       // 0: lockstep.v1.MessageType
+	(FolderType)(0),        // 1: lockstep.v1.FolderType
+	(FileInfoType)(0),      // 2: lockstep.v1.FileInfoType
+	(ErrorCode)(0),         // 3: lockstep.v1.ErrorCode
+	(RequestKind)(0),       // 4: lockstep.v1.RequestKind
+	(*Hello)(nil),          // 5: lockstep.v1.Hello
+	(*ClusterConfig)(nil),  // 6: lockstep.v1.ClusterConfig
+	(*Folder)(nil),         // 7: lockstep.v1.Folder
+	(*FolderDevice)(nil),   // 8: lockstep.v1.FolderDevice
+	(*Index)(nil),          // 9: lockstep.v1.Index
+	(*IndexUpdate)(nil),    // 10: lockstep.v1.IndexUpdate
+	(*FileInfo)(nil),       // 11: lockstep.v1.FileInfo
+	(*Vector)(nil),         // 12: lockstep.v1.Vector
+	(*Counter)(nil),        // 13: lockstep.v1.Counter
+	(*BlockInfo)(nil),      // 14: lockstep.v1.BlockInfo
+	(*Request)(nil),        // 15: lockstep.v1.Request
+	(*Response)(nil),       // 16: lockstep.v1.Response
+	(*Ping)(nil),           // 17: lockstep.v1.Ping
+	(*Close)(nil),          // 18: lockstep.v1.Close
+	(*SealedIndex)(nil),    // 19: lockstep.v1.SealedIndex
+	(*SealedRecord)(nil),   // 20: lockstep.v1.SealedRecord
+	(*SealedPayload)(nil),  // 21: lockstep.v1.SealedPayload
+	(*SealedAck)(nil),      // 22: lockstep.v1.SealedAck
+	(*ReceiverClaims)(nil), // 23: lockstep.v1.ReceiverClaims
+	(*ReceiverClaim)(nil),  // 24: lockstep.v1.ReceiverClaim
 }
 var file_lockstep_proto_depIdxs = []int32{
 	7,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
@@ -1895,11 +2065,12 @@ var file_lockstep_proto_depIdxs = []int32{
 	3,  // 10: lockstep.v1.Response.code:type_name -> lockstep.v1.ErrorCode
 	20, // 11: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
 	11, // 12: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	24, // 13: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_lockstep_proto_init() }
@@ -1913,7 +2084,7 @@ func file_lockstep_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstep_proto_rawDesc), len(file_lockstep_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

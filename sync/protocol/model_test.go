@@ -77,6 +77,11 @@ func (m *recordingModel) SealedAck(_ DeviceID, ack *SealedAck) error {
 	return nil
 }
 
+func (m *recordingModel) ReceiverClaims(_ DeviceID, rc *ReceiverClaims) error {
+	m.messages <- rc
+	return nil
+}
+
 // plainModel hides every ability of a model beyond Model itself.
 type plainModel struct{ Model }
 

@@ -106,6 +106,12 @@ func (c *Conn) dispatch(ctx context.Context, msg proto.Message, wg *sync.WaitGro
 			return fmt.Errorf("%w: sealed ack, which this side does not take", ErrMalformed)
 		}
 		return c.callModel("sealed ack", func() error { return sm.SealedAck(c.peer, m) })
+	case *ReceiverClaims:
+		cm, ok := c.model.(ClaimsModel)
+		if !ok {
+			return fmt.Errorf("%w: receiver claims, which this side does not take", ErrMalformed)
+		}
+		return c.callModel("receiver claims", func() error { return cm.ReceiverClaims(c.peer, m) })
 	default:
 		return fmt.Errorf("%w: unexpected %v after hello", ErrMalformed, typeOf(msg).name())
 	}

@@ -14,6 +14,9 @@ const (
 	// HashSize is the length of a chunk hash: BLAKE3-256.
 	HashSize = 32
 
+	// MaxReceiverClaims bounds the claims of one ReceiverClaims message.
+	MaxReceiverClaims = 4096
+
 	// MaxEnvelopeSize bounds a folder key envelope in an
 	// REQUEST_KIND_ENVELOPE_PUT request.
 	MaxEnvelopeSize = 64 << 10
@@ -67,6 +70,30 @@ func validate(msg proto.Message) error {
 	case *SealedAck:
 		if m.GetSequence() < 0 {
 			return fmt.Errorf("sealed ack sequence: %w", errNegative)
+		}
+	case *ReceiverClaims:
+		return validateClaims(m.GetClaims())
+	}
+	return nil
+}
+
+// validateClaims checks the claims of a ReceiverClaims.
+func validateClaims(claims []*ReceiverClaim) error {
+	if len(claims) > MaxReceiverClaims {
+		return fmt.Errorf("%d receiver claims exceed %d", len(claims), MaxReceiverClaims)
+	}
+	for i, c := range claims {
+		switch {
+		case len(c.GetReceiver()) != DeviceIDSize:
+			return fmt.Errorf("receiver claim %d: receiver of %d bytes", i, len(c.GetReceiver()))
+		case len(c.GetOrigin()) != DeviceIDSize:
+			return fmt.Errorf("receiver claim %d: origin of %d bytes", i, len(c.GetOrigin()))
+		case c.GetLogId() == 0:
+			return fmt.Errorf("receiver claim %d: log ID 0", i)
+		case c.GetCounter() == 0:
+			return fmt.Errorf("receiver claim %d: counter 0", i)
+		case c.GetSequence() < 1:
+			return fmt.Errorf("receiver claim %d: sequence %d below 1", i, c.GetSequence())
 		}
 	}
 	return nil
