@@ -14,8 +14,9 @@ COPY --from=build /out/lockstep /usr/local/bin/lockstep
 USER lockstep
 ENV LOCKSTEP_HOME=/var/lib/lockstep
 VOLUME ["/var/lib/lockstep"]
-# 22100: sync connections. 8385: console and REST (bound to loopback unless
-# configured otherwise).
-EXPOSE 22100
+# 22100: sync connections (and, over UDP, LAN discovery). 8385: console
+# and REST (bound to loopback unless configured otherwise). 8443 and 22067:
+# the discovery service and relay of `serve --discovery --relay`.
+EXPOSE 22100 22100/udp 8443 22067
 ENTRYPOINT ["lockstep"]
 CMD ["serve"]
