@@ -63,6 +63,7 @@ type Receiver struct {
 	log   *slog.Logger
 
 	batchBytes atomic.Int64 // about the largest SealedIndex sent; tests lower it
+	packBelow  atomic.Int64 // chunks shorter than this are packed; tests change it
 
 	mu      sync.Mutex
 	folders map[string]*folder
@@ -101,6 +102,7 @@ func New(self crypt.DeviceID, database *db.DB, store blob.Store, log *slog.Logge
 		links:   make(map[linkKey]*link),
 	}
 	r.batchBytes.Store(defaultBatchBytes)
+	r.packBelow.Store(defaultPackBelow)
 	return r
 }
 
