@@ -95,7 +95,10 @@ func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.Seale
 		}
 	}
 	start := time.Now()
-	fetched, bad, err := r.fetch(ctx, l.p, f, missing)
+	// The packs of this fetch are safe from a prune until it committed.
+	packs := &packer{store: r.store, f: f}
+	defer packs.release()
+	fetched, bad, err := r.fetch(ctx, l.p, f, packs, missing)
 	if err != nil {
 		return err
 	}
@@ -161,18 +164,17 @@ func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.Sealed
 
 // fetch requests the chunks ids from p, fetchParallel at a time, and
 // stores them durably: those shorter than the receiver's pack threshold
-// in new packs, the others as blobs of their own. It returns where each
+// in new packs of packs, the others as blobs of their own. It returns where each
 // chunk stored is and the set of those p could not deliver (or delivered
 // with an impossible size). Any other failure is an error, after which
 // nothing more is stored.
-func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, ids [][]byte) (map[string]db.SealedChunk, map[string]bool, error) {
+func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, ids [][]byte) (map[string]db.SealedChunk, map[string]bool, error) {
 	stored := make(map[string]db.SealedChunk, len(ids))
 	bad := make(map[string]bool)
 	if len(ids) == 0 {
 		return stored, bad, nil
 	}
 	batcher, _ := r.store.(blob.Batcher)
-	packs := &packer{store: r.store, fk: f.fk}
 	packBelow := int(r.packBelow.Load())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -40,14 +40,38 @@ func newPackID() []byte {
 
 // packer gathers the small chunks of one fetch into packs of about
 // packTarget bytes and writes each (unsynced when the store is a
-// blob.Batcher) once full or at flush. Safe for concurrent use.
+// blob.Batcher) once full or at flush. Every pack it starts is pending in
+// its folder, safe from garbage collection, until release. Safe for
+// concurrent use.
 type packer struct {
 	store blob.Store
-	fk    string
+	f     *folder
 
-	mu  sync.Mutex
-	cur *pack.Builder
-	id  []byte
+	mu      sync.Mutex
+	cur     *pack.Builder
+	id      []byte
+	claimed [][]byte
+}
+
+// release ends the protection of the packer's packs: their chunks are
+// committed, or they are garbage.
+func (p *packer) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.f.pendingMu.Lock()
+	defer p.f.pendingMu.Unlock()
+	for _, id := range p.claimed {
+		delete(p.f.pending, string(id))
+	}
+	p.claimed = nil
+}
+
+// isPending reports whether the pack id is one an ingest is filling or
+// has yet to commit.
+func (f *folder) isPending(id []byte) bool {
+	f.pendingMu.Lock()
+	defer f.pendingMu.Unlock()
+	return f.pending[string(id)]
 }
 
 // add puts body into the current pack and returns where it is; it writes
@@ -56,6 +80,13 @@ func (p *packer) add(ctx context.Context, id, body []byte) (db.SealedChunk, erro
 	p.mu.Lock()
 	if p.cur == nil {
 		p.cur, p.id = new(pack.Builder), newPackID()
+		p.claimed = append(p.claimed, p.id)
+		p.f.pendingMu.Lock()
+		if p.f.pending == nil {
+			p.f.pending = make(map[string]bool)
+		}
+		p.f.pending[string(p.id)] = true
+		p.f.pendingMu.Unlock()
 	}
 	e := p.cur.Add(id, body)
 	loc := db.SealedChunk{ID: id, Size: e.Length, Pack: p.id, Offset: e.Offset}
@@ -88,7 +119,7 @@ func (p *packer) flush(ctx context.Context) error {
 // write stores the pack b as id.
 func (p *packer) write(ctx context.Context, id []byte, b *pack.Builder) error {
 	data := b.Finish()
-	key := packKey(p.fk, id)
+	key := packKey(p.f.fk, id)
 	var err error
 	if batcher, ok := p.store.(blob.Batcher); ok {
 		err = batcher.PutUnsynced(ctx, key, bytes.NewReader(data), int64(len(data)))

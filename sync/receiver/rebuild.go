@@ -58,7 +58,7 @@ type storedFolder struct {
 	chunks    map[string]db.SealedChunk // where each chunk is, by ID bytes
 	packs     []blob.Info               // pack objects, in key order
 	logs      []string                  // log object keys, in order
-	envelope  string               // key of the highest generation
+	envelope  string                    // key of the highest generation
 	envelopeN int64
 }
 

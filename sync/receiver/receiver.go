@@ -83,6 +83,10 @@ type folder struct {
 	// collected counts the prunes that deleted chunks; an ingest that
 	// sees it change before its commit starts over.
 	collected atomic.Uint64
+	// pending holds the IDs of the packs ingests are writing and have
+	// yet to commit: garbage collection leaves them alone.
+	pendingMu sync.Mutex
+	pending   map[string]bool
 
 	// Guarded by Receiver.mu:
 	shared map[crypt.DeviceID]bool
