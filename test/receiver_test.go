@@ -573,6 +573,7 @@ func damageChunks(t testing.TB, home string) int {
 	if n < 3 {
 		t.Fatalf("found %d chunks to damage", n)
 	}
+	t.Logf("damaged %d chunk blobs and %d chunks in %d packs", len(paths), n-len(paths), len(packs))
 	return n
 }
 
@@ -660,6 +661,13 @@ func TestReceiverTamper(t *testing.T) {
 	for name, got := range snapshot(t, dst) {
 		if got.Type == "file" && got.Hash != want[name].Hash {
 			t.Errorf("recover wrote %s with damaged content", name)
+		}
+	}
+	// Every chunk was damaged, the small files' inside packs: none of them
+	// can have been verified.
+	for i := range 6 {
+		if _, err := os.Lstat(filepath.Join(dst, "small-"+string(rune('a'+i)))); err == nil {
+			t.Errorf("recover wrote small-%c, whose packed chunk was damaged", 'a'+i)
 		}
 	}
 

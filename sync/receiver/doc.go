@@ -18,7 +18,7 @@
 //     and each chunk only after a durability barrier (blob.Batcher.Sync, or
 //     a plain Put). A chunk a peer cannot deliver makes the records needing
 //     it skipped, never stored half.
-//   - A sealed chunk shorter than the pack threshold (512 KiB) is stored
+//   - A sealed chunk shorter than the pack threshold (128 KiB) is stored
 //     in a pack with the other small chunks of its fetch (package pack; at
 //     most about 16 MiB each), and its row names the pack and its offset;
 //     a longer one is a blob of its own. A pack describes itself (its
@@ -53,7 +53,7 @@
 // Store layout (fk is the hex of the folder ID's bytes):
 //
 //	r/<fk>/meta.json                  folder, devices, log ID, retention, high-water marks (JSON)
-//	r/<fk>/c/<chunk id hex>           a sealed chunk body of 512 KiB or more
+//	r/<fk>/c/<chunk id hex>           a sealed chunk body of 128 KiB or more
 //	r/<fk>/p/<pack id, 32 hex>        a pack of smaller sealed chunk bodies (package pack)
 //	r/<fk>/log/<first seq, 16 hex>    protobuf SealedIndex of one append
 //	r/<fk>/envelope/<gen, 16 hex>     the folder key envelope, per generation
