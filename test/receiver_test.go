@@ -20,6 +20,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/s3"
 	"lockstep/storage/blob/s3/s3test"
+	"lockstep/sync/receiver/pack"
 )
 
 // receiverFolder is the part of a folder's status the receiver tests read.
@@ -500,19 +501,23 @@ func TestReceiverDedup(t *testing.T) {
 
 // damageChunks damages every sealed chunk a receiver with a local store
 // holds, each in one of three ways in turn: a flipped bit, a truncation,
-// or the body of another chunk.
+// or the body of another chunk. A chunk in a pack keeps its place and
+// length (the receiver serves the range its database names): a
+// truncation there zeroes its last bytes, and another chunk's body is
+// cut or padded to fit.
 func damageChunks(t testing.TB, home string) int {
 	t.Helper()
-	var paths []string
+	var paths, packs []string
 	filepath.WalkDir(filepath.Join(home, "blobs"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && strings.Contains(filepath.ToSlash(p), "/c/") {
+		switch {
+		case err != nil || !d.Type().IsRegular():
+		case strings.Contains(filepath.ToSlash(p), "/c/"):
 			paths = append(paths, p)
+		case strings.Contains(filepath.ToSlash(p), "/p/"):
+			packs = append(packs, p)
 		}
 		return nil
 	})
-	if len(paths) < 3 {
-		t.Fatalf("found %d chunk files to damage", len(paths))
-	}
 	bodies := make([][]byte, len(paths))
 	for i, p := range paths {
 		b, err := os.ReadFile(p)
@@ -521,21 +526,55 @@ func damageChunks(t testing.TB, home string) int {
 		}
 		bodies[i] = b
 	}
-	for i, p := range paths {
-		b := bytes.Clone(bodies[i])
+	damage := func(i int, b, other []byte) []byte {
 		switch i % 3 {
 		case 0:
 			b[len(b)/2] ^= 0x10
 		case 1:
-			b = b[:len(b)-7]
+			b = b[:len(b)-min(7, len(b)-1)]
 		case 2:
-			b = bodies[(i+1)%len(paths)]
+			b = other
 		}
+		return b
+	}
+	for i, p := range paths {
+		b := damage(i, bytes.Clone(bodies[i]), bodies[(i+1)%len(paths)])
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return len(paths)
+	n := len(paths)
+	for _, p := range packs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := pack.Parse(data)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		orig := bytes.Clone(data)
+		for j, e := range entries {
+			body := data[e.Offset : e.Offset+e.Length]
+			next := entries[(j+1)%len(entries)]
+			other := orig[next.Offset : next.Offset+next.Length]
+			if len(entries) == 1 {
+				other = bytes.Repeat([]byte{0x5a}, len(body))
+			}
+			got := damage(n, bytes.Clone(body), other)
+			clear(body)
+			copy(body, got)
+			n++
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n < 3 {
+		t.Fatalf("found %d chunks to damage", n)
+	}
+	t.Logf("damaged %d chunk blobs and %d chunks in %d packs", len(paths), n-len(paths), len(packs))
+	return n
 }
 
 // damageRecord flips a bit in one sealed record in a stopped receiver's
@@ -622,6 +661,13 @@ func TestReceiverTamper(t *testing.T) {
 	for name, got := range snapshot(t, dst) {
 		if got.Type == "file" && got.Hash != want[name].Hash {
 			t.Errorf("recover wrote %s with damaged content", name)
+		}
+	}
+	// Every chunk was damaged, the small files' inside packs: none of them
+	// can have been verified.
+	for i := range 6 {
+		if _, err := os.Lstat(filepath.Join(dst, "small-"+string(rune('a'+i)))); err == nil {
+			t.Errorf("recover wrote small-%c, whose packed chunk was damaged", 'a'+i)
 		}
 	}
 

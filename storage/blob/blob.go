@@ -1,6 +1,6 @@
 // Package blob defines Store, the flat key-value blob store that holds a
 // receiver's sealed chunks, envelopes and logs, and the optional abilities a
-// store may have (Creator, Batcher).
+// store may have (Creator, Batcher, RangeReader).
 //
 // Invariants every implementation keeps (storage/blob/blobtest checks them):
 //
@@ -55,6 +55,8 @@ var (
 	// ErrSizeMismatch means a reader yielded fewer or more bytes than the
 	// size given to Put or Create.
 	ErrSizeMismatch = errors.New("blob data does not match its declared size")
+	// ErrInvalidRange means GetRange was given a negative offset or length.
+	ErrInvalidRange = errors.New("invalid blob range")
 )
 
 // Store is a flat key-value blob store. Implementations are safe for
@@ -111,6 +113,37 @@ type Batcher interface {
 	// Sync makes every blob whose PutUnsynced returned before Sync was
 	// called durable. If Sync fails, those blobs must be written again.
 	Sync(ctx context.Context) error
+}
+
+// RangeReader is the optional ability to read part of a blob without
+// reading the rest, for packs of small chunks served one at a time. Found
+// by type assertion on a Store; the function GetRange falls back to Get
+// for a store without it.
+type RangeReader interface {
+	// GetRange is Get limited to the bytes [off, off+n) of the blob: fn's
+	// reader yields those bytes, fewer when the blob ends before off+n, and
+	// none when off is at or past its end. A negative off or n fails with
+	// ErrInvalidRange, a missing blob with ErrNotExist, both without
+	// calling fn.
+	GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error
+}
+
+// GetRange reads the bytes [off, off+n) of the blob key as RangeReader
+// describes, through s's GetRange when it has one, else through a whole
+// Get that skips what lies outside the range.
+func GetRange(ctx context.Context, s Store, key string, off, n int64, fn func(io.Reader) error) error {
+	if off < 0 || n < 0 {
+		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, ErrInvalidRange, off, n)
+	}
+	if rr, ok := s.(RangeReader); ok {
+		return rr.GetRange(ctx, key, off, n, fn)
+	}
+	return s.Get(ctx, key, func(r io.Reader) error {
+		if _, err := io.CopyN(io.Discard, r, off); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return fn(io.LimitReader(r, n))
+	})
 }
 
 // ValidKey reports whether key may name a blob: "/"-separated segments, each

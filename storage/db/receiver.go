@@ -36,11 +36,38 @@ type SealedRecord struct {
 	StoredAt time.Time
 }
 
-// SealedChunk is one sealed chunk a receiver stores.
+// PackIDSize is the length of a pack ID.
+const PackIDSize = 16
+
+// SealedChunk is one sealed chunk a receiver stores: a blob of its own, or
+// Size bytes at Offset in the pack Pack.
 type SealedChunk struct {
 	ID       []byte // 32 bytes
 	Size     int64  // > 0
 	StoredAt time.Time
+	Pack     []byte // PackIDSize bytes, or nil for a chunk stored on its own
+	Offset   int64  // >= 0, the chunk's offset in Pack; 0 when Pack is nil
+}
+
+// check returns why c cannot be stored, or nil.
+func (c *SealedChunk) check() error {
+	switch {
+	case len(c.ID) != SealedIDSize || c.Size <= 0:
+		return fmt.Errorf("ID of %d bytes, size %d", len(c.ID), c.Size)
+	case c.Pack != nil && len(c.Pack) != PackIDSize:
+		return fmt.Errorf("pack ID of %d bytes", len(c.Pack))
+	case c.Offset < 0 || c.Pack == nil && c.Offset != 0:
+		return fmt.Errorf("offset %d", c.Offset)
+	}
+	return nil
+}
+
+// packOffset returns c's pack offset column, NULL when it is not packed.
+func (c *SealedChunk) packOffset() any {
+	if c.Pack == nil {
+		return nil
+	}
+	return c.Offset
 }
 
 // ReceiverStats are a receiver folder's storage figures.
@@ -179,9 +206,8 @@ func (db *DB) SealedChunkSize(ctx context.Context, folderID string, id []byte) (
 // error wraps ErrConstraint.
 func (db *DB) AppendSealed(ctx context.Context, folderID string, recs []SealedRecord, chunks []SealedChunk) error {
 	for i := range chunks {
-		if len(chunks[i].ID) != SealedIDSize || chunks[i].Size <= 0 {
-			return fmt.Errorf("appending to folder %q: %w: chunk %d: ID of %d bytes, size %d",
-				folderID, ErrConstraint, i, len(chunks[i].ID), chunks[i].Size)
+		if err := chunks[i].check(); err != nil {
+			return fmt.Errorf("appending to folder %q: %w: chunk %d: %v", folderID, ErrConstraint, i, err)
 		}
 	}
 	for i := range recs {
@@ -191,8 +217,9 @@ func (db *DB) AppendSealed(ctx context.Context, folderID string, recs []SealedRe
 	}
 	err := db.update(ctx, func(tx *sql.Tx) error {
 		for _, c := range chunks {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO receiver_chunks (folder_id, id, size, stored_at)
-				VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, folderID, c.ID, c.Size, nanos(c.StoredAt)); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO receiver_chunks (folder_id, id, size, stored_at, pack, pack_offset)
+				VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, folderID, c.ID, c.Size, nanos(c.StoredAt),
+				c.Pack, c.packOffset()); err != nil {
 				return err
 			}
 		}
@@ -284,21 +311,16 @@ func (db *DB) sealedRecords(ctx context.Context, query string, args ...any) ([]S
 // SealedChunks calls fn for every chunk the folder holds, ordered by ID,
 // until fn returns an error, which SealedChunks returns.
 func (db *DB) SealedChunks(ctx context.Context, folderID string, fn func(SealedChunk) error) error {
-	rows, err := db.sql.QueryContext(ctx,
-		"SELECT id, size, stored_at FROM receiver_chunks WHERE folder_id = ? ORDER BY id", folderID)
+	rows, err := db.sql.QueryContext(ctx, sealedChunkColumns+" WHERE folder_id = ? ORDER BY id", folderID)
 	if err != nil {
 		return fmt.Errorf("listing chunks of folder %q: %w", folderID, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			c      SealedChunk
-			stored int64
-		)
-		if err := rows.Scan(&c.ID, &c.Size, &stored); err != nil {
+		c, err := scanSealedChunk(rows)
+		if err != nil {
 			return fmt.Errorf("listing chunks of folder %q: %w", folderID, err)
 		}
-		c.StoredAt = fromNanos(stored)
 		if err := fn(c); err != nil {
 			return err
 		}

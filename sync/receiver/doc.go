@@ -18,6 +18,16 @@
 //     and each chunk only after a durability barrier (blob.Batcher.Sync, or
 //     a plain Put). A chunk a peer cannot deliver makes the records needing
 //     it skipped, never stored half.
+//   - A sealed chunk shorter than the pack threshold (128 KiB) is stored
+//     in a pack with the other small chunks of its fetch (package pack; at
+//     most about 16 MiB each), and its row names the pack and its offset;
+//     a longer one is a blob of its own. A pack describes itself (its
+//     trailer), so Rebuild and the tail replay need no database. A pack no
+//     row uses is deleted by a prune only past the grace period and never
+//     while an ingest of this process has it pending; one whose rows hold
+//     less than half its size is repacked (new pack synced, rows moved in
+//     one transaction, old pack deleted), so a crash leaves at worst a
+//     pack no row uses.
 //   - Each (origin, counter) is stored at most once per folder; repeats
 //     are dropped, so any number of peers may send the same records.
 //   - Log sequences of a folder start at 1 and increase with the order of
@@ -43,7 +53,8 @@
 // Store layout (fk is the hex of the folder ID's bytes):
 //
 //	r/<fk>/meta.json                  folder, devices, log ID, retention, high-water marks (JSON)
-//	r/<fk>/c/<chunk id hex>           sealed chunk bodies
+//	r/<fk>/c/<chunk id hex>           a sealed chunk body of 128 KiB or more
+//	r/<fk>/p/<pack id, 32 hex>        a pack of smaller sealed chunk bodies (package pack)
 //	r/<fk>/log/<first seq, 16 hex>    protobuf SealedIndex of one append
 //	r/<fk>/envelope/<gen, 16 hex>     the folder key envelope, per generation
 package receiver

@@ -95,7 +95,10 @@ func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.Seale
 		}
 	}
 	start := time.Now()
-	fetched, bad, err := r.fetch(ctx, l.p, f, missing)
+	// The packs of this fetch are safe from a prune until it committed.
+	packs := &packer{store: r.store, f: f}
+	defer packs.release()
+	fetched, bad, err := r.fetch(ctx, l.p, f, packs, missing)
 	if err != nil {
 		return err
 	}
@@ -160,16 +163,19 @@ func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.Sealed
 }
 
 // fetch requests the chunks ids from p, fetchParallel at a time, and
-// stores them durably. It returns the sizes of those stored and the set
-// of those p could not deliver (or delivered with an impossible size). Any
-// other failure is an error, after which nothing more is stored.
-func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, ids [][]byte) (map[string]int64, map[string]bool, error) {
-	sizes := make(map[string]int64, len(ids))
+// stores them durably: those shorter than the receiver's pack threshold
+// in new packs of packs, the others as blobs of their own. It returns where each
+// chunk stored is and the set of those p could not deliver (or delivered
+// with an impossible size). Any other failure is an error, after which
+// nothing more is stored.
+func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, ids [][]byte) (map[string]db.SealedChunk, map[string]bool, error) {
+	stored := make(map[string]db.SealedChunk, len(ids))
 	bad := make(map[string]bool)
 	if len(ids) == 0 {
-		return sizes, bad, nil
+		return stored, bad, nil
 	}
 	batcher, _ := r.store.(blob.Batcher)
+	packBelow := int(r.packBelow.Load())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -214,20 +220,21 @@ loop:
 				mu.Unlock()
 				return
 			}
-			key := chunkKey(f.fk, id)
-			if batcher != nil {
-				err = batcher.PutUnsynced(ctx, key, bytes.NewReader(data), int64(len(data)))
+			loc := db.SealedChunk{ID: id, Size: int64(len(data))}
+			if len(data) < packBelow {
+				loc, err = packs.add(ctx, id, data)
+			} else if batcher != nil {
+				err = batcher.PutUnsynced(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
 			} else {
-				err = r.store.Put(ctx, key, bytes.NewReader(data), int64(len(data)))
+				err = r.store.Put(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
 			}
-			n := len(data)
 			protocol.Recycle(data)
 			if err != nil {
 				fail(fmt.Errorf("storing chunk %x: %w", id, err))
 				return
 			}
 			mu.Lock()
-			sizes[string(id)] = int64(n)
+			stored[string(id)] = loc
 			mu.Unlock()
 		})
 	}
@@ -238,19 +245,22 @@ loop:
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if batcher != nil && len(sizes) > 0 {
+	if err := packs.flush(ctx); err != nil {
+		return nil, nil, err
+	}
+	if batcher != nil && len(stored) > 0 {
 		if err := batcher.Sync(ctx); err != nil {
 			return nil, nil, fmt.Errorf("syncing chunks: %w", err)
 		}
 	}
-	return sizes, bad, nil
+	return stored, bad, nil
 }
 
 // commit appends the records of keep the folder still lacks to its log:
 // log sequences, the log object in the store, then one transaction with
 // the records and the chunks of fetched they reference. It fails with
 // errCollected if a prune collected chunks since f.collected was epoch.
-func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.SealedRecord, fetched map[string]int64, epoch uint64) error {
+func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.SealedRecord, fetched map[string]db.SealedChunk, epoch uint64) error {
 	f.append.Lock()
 	defer f.append.Unlock()
 	if f.collected.Load() != epoch {
@@ -276,9 +286,10 @@ func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.Seale
 		}
 		recs[i] = fromWire(w, seq+1+int64(i), stored)
 		for _, c := range w.GetChunks() {
-			if size, ok := fetched[string(c)]; ok && !added[string(c)] {
+			if loc, ok := fetched[string(c)]; ok && !added[string(c)] {
 				added[string(c)] = true
-				chunks = append(chunks, db.SealedChunk{ID: c, Size: size, StoredAt: now})
+				loc.StoredAt = now
+				chunks = append(chunks, loc)
 			}
 		}
 	}

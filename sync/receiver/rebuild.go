@@ -13,6 +13,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/sync/receiver/pack"
 )
 
 // ErrNotEmpty means Rebuild was given a database that already has
@@ -54,9 +55,10 @@ func StoreHasFolders(ctx context.Context, store blob.Store) (bool, error) {
 type storedFolder struct {
 	fk        string
 	hasMeta   bool
-	chunks    map[string]blob.Info // by chunk ID bytes
-	logs      []string             // log object keys, in order
-	envelope  string               // key of the highest generation
+	chunks    map[string]db.SealedChunk // where each chunk is, by ID bytes
+	packs     []blob.Info               // pack objects, in key order
+	logs      []string                  // log object keys, in order
+	envelope  string                    // key of the highest generation
 	envelopeN int64
 }
 
@@ -112,7 +114,7 @@ func scanStore(ctx context.Context, store blob.Store) ([]*storedFolder, error) {
 		}
 		sf := byFK[parts[1]]
 		if sf == nil {
-			sf = &storedFolder{fk: parts[1], chunks: make(map[string]blob.Info)}
+			sf = &storedFolder{fk: parts[1], chunks: make(map[string]db.SealedChunk)}
 			byFK[parts[1]] = sf
 			out = append(out, sf)
 		}
@@ -124,7 +126,12 @@ func scanStore(ctx context.Context, store blob.Store) ([]*storedFolder, error) {
 			if err != nil || len(id) != db.SealedIDSize {
 				return fmt.Errorf("%w: chunk key %s", ErrCorrupt, info.Key)
 			}
-			sf.chunks[string(id)] = info
+			sf.chunks[string(id)] = db.SealedChunk{ID: id, Size: info.Size, StoredAt: info.ModTime}
+		case len(parts) == 4 && parts[2] == "p":
+			if _, ok := packIDOf(info.Key); !ok {
+				return fmt.Errorf("%w: pack key %s", ErrCorrupt, info.Key)
+			}
+			sf.packs = append(sf.packs, info)
 		case len(parts) == 4 && parts[2] == "log":
 			sf.logs = append(sf.logs, info.Key)
 		case len(parts) == 4 && parts[2] == "envelope":
@@ -191,6 +198,9 @@ func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *
 			return "", err
 		}
 	}
+	if err := indexPacks(ctx, store, log, sf); err != nil {
+		return "", err
+	}
 	listed := make(map[string]bool) // chunks already in the database
 	var last int64
 	for _, key := range sf.logs {
@@ -214,11 +224,33 @@ func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *
 	return m.ID, nil
 }
 
+// indexPacks adds the chunks of sf's packs to sf.chunks, where no blob of
+// their own (or an earlier pack) holds them already.
+func indexPacks(ctx context.Context, store blob.Store, log *slog.Logger, sf *storedFolder) error {
+	for _, info := range sf.packs {
+		id, _ := packIDOf(info.Key)
+		entries, err := pack.ReadIndex(ctx, store, info.Key, info.Size)
+		if errors.Is(err, pack.ErrInvalid) {
+			log.Warn("pack that does not parse, skipped", "key", info.Key, "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if _, ok := sf.chunks[string(e.ID)]; !ok {
+				sf.chunks[string(e.ID)] = db.SealedChunk{ID: e.ID, Size: e.Length, StoredAt: info.ModTime, Pack: id, Offset: e.Offset}
+			}
+		}
+	}
+	return nil
+}
+
 // restoreRecords converts the records of one log object, leaving out those
 // that reference chunks the store lacks, and returns them with the chunks
 // they reference that are not listed yet (which it marks listed).
 func restoreRecords(log *slog.Logger, folderID string, wire []*protocol.SealedRecord,
-	stored map[string]blob.Info, listed map[string]bool) ([]db.SealedRecord, []db.SealedChunk) {
+	stored map[string]db.SealedChunk, listed map[string]bool) ([]db.SealedRecord, []db.SealedChunk) {
 	var (
 		recs   []db.SealedRecord
 		chunks []db.SealedChunk
@@ -226,7 +258,7 @@ func restoreRecords(log *slog.Logger, folderID string, wire []*protocol.SealedRe
 next:
 	for _, w := range wire {
 		for _, c := range w.GetChunks() {
-			if info, ok := stored[string(c)]; !ok || info.Size <= 0 {
+			if loc, ok := stored[string(c)]; !ok || loc.Size <= 0 {
 				log.Warn("record references a chunk missing from the store, left out",
 					"folder", folderID, "sequence", w.GetSequence(), "chunk", fmt.Sprintf("%x", c))
 				continue next
@@ -235,8 +267,7 @@ next:
 		for _, c := range w.GetChunks() {
 			if !listed[string(c)] {
 				listed[string(c)] = true
-				info := stored[string(c)]
-				chunks = append(chunks, db.SealedChunk{ID: c, Size: info.Size, StoredAt: info.ModTime})
+				chunks = append(chunks, stored[string(c)])
 			}
 		}
 		recs = append(recs, fromWire(w, w.GetSequence(), time.Unix(0, w.GetStoredNs())))

@@ -85,8 +85,8 @@ func TestReplicateBothWays(t *testing.T) {
 		if c2[id] != size {
 			t.Fatalf("chunk %x: %d vs %d bytes", id[:4], size, c2[id])
 		}
-		b1, err1 := getLimited(ctx, n1.store, chunkKey(folderKey(folderID), []byte(id)), 1<<20)
-		b2, err2 := getLimited(ctx, n2.store, chunkKey(folderKey(folderID), []byte(id)), 1<<20)
+		b1, err1 := n1.storedChunk(ctx, []byte(id))
+		b2, err2 := n2.storedChunk(ctx, []byte(id))
 		if err1 != nil || err2 != nil || !bytes.Equal(b1, b2) {
 			t.Fatalf("chunk %x bodies differ: %v, %v", id[:4], err1, err2)
 		}
@@ -128,9 +128,7 @@ func TestRebuild(t *testing.T) {
 	gone := src.addChunk(3)
 	src.send(t, record(src, 7, 7, gone))
 	waitFor(t, "ack", func() bool { return src.lastAck() == 7 })
-	if err := n.store.Delete(ctx, chunkKey(folderKey(folderID), gone)); err != nil {
-		t.Fatal(err)
-	}
+	n.dropChunk(t, gone)
 	src.send(t, record(src, 8, 8))
 	waitFor(t, "ack", func() bool { return src.lastAck() == 8 })
 

@@ -63,6 +63,7 @@ type Receiver struct {
 	log   *slog.Logger
 
 	batchBytes atomic.Int64 // about the largest SealedIndex sent; tests lower it
+	packBelow  atomic.Int64 // chunks shorter than this are packed; tests change it
 
 	mu      sync.Mutex
 	folders map[string]*folder
@@ -82,6 +83,10 @@ type folder struct {
 	// collected counts the prunes that deleted chunks; an ingest that
 	// sees it change before its commit starts over.
 	collected atomic.Uint64
+	// pending holds the IDs of the packs ingests are writing and have
+	// yet to commit: garbage collection leaves them alone.
+	pendingMu sync.Mutex
+	pending   map[string]bool
 
 	// Guarded by Receiver.mu:
 	shared map[crypt.DeviceID]bool
@@ -101,6 +106,7 @@ func New(self crypt.DeviceID, database *db.DB, store blob.Store, log *slog.Logge
 		links:   make(map[linkKey]*link),
 	}
 	r.batchBytes.Store(defaultBatchBytes)
+	r.packBelow.Store(defaultPackBelow)
 	return r
 }
 

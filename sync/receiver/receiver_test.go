@@ -46,7 +46,7 @@ func TestIngest(t *testing.T) {
 	}
 	// The chunk bodies are stored as sent.
 	for _, id := range [][]byte{a, b, c} {
-		got, err := getLimited(ctx, n.store, chunkKey(folderKey(folderID), id), 1<<20)
+		got, err := n.storedChunk(ctx, id)
 		if err != nil || !bytes.Equal(got, p.chunks[string(id)]) {
 			t.Fatalf("stored chunk %x: %v", id[:4], err)
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"google.golang.org/protobuf/proto"
-	"io"
 
 	"lockstep/crypt"
 	"lockstep/storage/blob"
@@ -78,22 +77,7 @@ func (r *Receiver) serveChunk(ctx context.Context, f *folder, req *protocol.Requ
 	if len(id) != db.SealedIDSize {
 		return nil, fmt.Errorf("%w: chunk ID of %d bytes", protocol.ErrInvalidFile, len(id))
 	}
-	limit := int64(req.GetSize())
-	// Sized from the chunk list: growing a buffer from nothing costs more
-	// than reading the chunk.
-	hint, err := r.db.SealedChunkSize(ctx, f.id, id)
-	if err != nil {
-		hint = 512 << 10
-	}
-	var data []byte
-	err = r.store.Get(ctx, chunkKey(f.fk, id), func(rd io.Reader) error {
-		// A pooled buffer, given back by the connection (Releaser) once
-		// the frame is sent.
-		buf := bytes.NewBuffer(protocol.Buffer(int(min(hint, limit)) + bytes.MinRead))
-		_, err := buf.ReadFrom(io.LimitReader(rd, limit+1))
-		data = buf.Bytes()
-		return err
-	})
+	data, err := r.chunkBody(ctx, f, id, int64(req.GetSize()))
 	if errors.Is(err, blob.ErrNotExist) {
 		return nil, fmt.Errorf("%w: chunk %x", protocol.ErrNoSuchFile, id)
 	}

@@ -49,6 +49,13 @@ type PruneResult struct {
 	Chunks  int   // chunks deleted
 	Bytes   int64 // bytes of chunks deleted
 	Kept    int   // versions kept
+	// Packs is how many packs were deleted: none of their chunks is
+	// still held (or none ever was: an ingest's pack whose commit never
+	// came), and they were stored before the grace period.
+	Packs int
+	// Repacked is how many packs were repacked: their held chunks took
+	// less than half their size, and were copied into new packs.
+	Repacked int
 }
 
 func (p Policy) check() error {
@@ -134,7 +141,9 @@ func (r *Receiver) updateMeta(ctx context.Context, f *folder, change func(*meta)
 // Order, so a crash never resurrects what went nor loses what stays: the
 // meta object with the raised high-water marks, the log objects rewritten
 // without the dropped records (or deleted when empty), the database's
-// records, then per chunk its blob and last the chunk rows.
+// records, then per chunk its blob (none for a packed chunk) and last the
+// chunk rows; then the packs no row uses any more are deleted, and those
+// below half live are repacked (see repack).
 func (r *Receiver) Prune(ctx context.Context, folderID string, o PruneOptions) (PruneResult, error) {
 	if o.Grace < 0 {
 		return PruneResult{}, fmt.Errorf("%w: negative grace %v", ErrInvalidPolicy, o.Grace)
@@ -157,9 +166,18 @@ func (r *Receiver) Prune(ctx context.Context, folderID string, o PruneOptions) (
 	if err != nil {
 		return PruneResult{}, err
 	}
-	garbage, res, err := r.garbage(ctx, folderID, pl, o.Now.Add(-o.Grace))
-	if err != nil || o.DryRun {
+	cutoff := o.Now.Add(-o.Grace)
+	garbage, res, err := r.garbage(ctx, folderID, pl, cutoff)
+	if err != nil {
 		return res, err
+	}
+	pp, err := r.planPacks(ctx, f, garbage, cutoff)
+	if err != nil {
+		return res, err
+	}
+	res.Packs, res.Repacked = len(pp.drop), len(pp.repack)
+	if o.DryRun {
+		return res, nil
 	}
 	if len(pl.dropped) > 0 {
 		if err := r.dropRecords(ctx, f, pl); err != nil {
@@ -171,8 +189,11 @@ func (r *Receiver) Prune(ctx context.Context, folderID string, o PruneOptions) (
 			return res, err
 		}
 	}
+	if err := r.collectPacks(ctx, f, pp); err != nil {
+		return res, err
+	}
 	r.log.Info("pruned encrypted folder", "folder", folderID, "records", res.Records, "files", res.Files,
-		"chunks", res.Chunks, "bytes", res.Bytes, "kept", res.Kept)
+		"chunks", res.Chunks, "bytes", res.Bytes, "kept", res.Kept, "packs", res.Packs, "repacked", res.Repacked)
 	return res, nil
 }
 
@@ -421,6 +442,11 @@ func (r *Receiver) collect(ctx context.Context, f *folder, garbage []db.SealedCh
 	defer f.collected.Add(1)
 	ids := make([][]byte, 0, len(garbage))
 	for _, c := range garbage {
+		if c.Pack != nil {
+			// Its bytes go with its pack (collectPacks).
+			ids = append(ids, c.ID)
+			continue
+		}
 		if err := r.store.Delete(ctx, chunkKey(f.fk, c.ID)); err != nil && !errors.Is(err, blob.ErrNotExist) {
 			// Rows of the chunks already gone go now; the rest stay.
 			if derr := r.db.DeleteSealedChunks(ctx, f.id, ids); derr != nil {

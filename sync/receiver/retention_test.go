@@ -145,14 +145,14 @@ func (n *node) commitRecs(t *testing.T, recs ...*protocol.SealedRecord) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetched := make(map[string]int64)
+	fetched := make(map[string]db.SealedChunk)
 	for _, w := range recs {
 		for _, c := range w.GetChunks() {
 			info, err := n.store.Stat(ctx, chunkKey(f.fk, c))
 			if err != nil {
 				t.Fatal(err)
 			}
-			fetched[string(c)] = info.Size
+			fetched[string(c)] = db.SealedChunk{ID: c, Size: info.Size}
 		}
 	}
 	if err := n.r.commit(ctx, f, recs, fetched, f.collected.Load()); err != nil {
@@ -398,7 +398,7 @@ func TestPruneDuringIngest(t *testing.T) {
 			if _, ok := chunks[string(id)]; !ok {
 				t.Fatalf("record %d references chunk %x, not in the database", r.Seq, id[:4])
 			}
-			if _, err := n.store.Stat(ctx, chunkKey(folderKey(folderID), id)); err != nil {
+			if _, err := n.storedChunk(ctx, id); err != nil {
 				t.Fatalf("record %d references chunk %x: %v", r.Seq, id[:4], err)
 			}
 		}
@@ -448,14 +448,14 @@ func benchNode(b *testing.B) *node {
 	start := time.Now().Add(-time.Hour)
 	for batch := range 10 {
 		var recs []*protocol.SealedRecord
-		fetched := make(map[string]int64)
+		fetched := make(map[string]db.SealedChunk)
 		for file := range 1000 {
 			c := make([]byte, 32)
 			_, _ = rand.Read(c)
 			if err := n.store.Put(ctx, chunkKey(f.fk, c), bytes.NewReader([]byte{1}), 1); err != nil {
 				b.Fatal(err)
 			}
-			fetched[string(c)] = 1
+			fetched[string(c)] = db.SealedChunk{ID: c, Size: 1}
 			w := record(p, uint64(batch*1000+file+1), 0, c)
 			w.FileKey[1], w.FileKey[2] = byte(file), byte(file>>8)
 			w.StoredNs = start.Add(time.Duration(batch) * time.Minute).UnixNano()

@@ -33,6 +33,7 @@ func (r *Receiver) replayTail(ctx context.Context, folderID, fk string) error {
 	if err != nil {
 		return fmt.Errorf("listing the log: %w", err)
 	}
+	var orphans map[string]db.SealedChunk // chunks of packs no row uses, read once needed
 	for _, key := range keys {
 		data, err := getLimited(ctx, r.store, key, maxLogSize)
 		if err != nil {
@@ -62,14 +63,24 @@ func (r *Receiver) replayTail(ctx context.Context, folderID, fk string) error {
 					continue
 				}
 				info, err := r.store.Stat(ctx, chunkKey(fk, c))
-				if errors.Is(err, blob.ErrNotExist) {
+				if err == nil {
+					chunks = append(chunks, db.SealedChunk{ID: c, Size: info.Size, StoredAt: info.ModTime})
+					continue
+				}
+				if !errors.Is(err, blob.ErrNotExist) {
+					return err
+				}
+				if orphans == nil {
+					if orphans, err = r.orphanPacks(ctx, folderID, fk); err != nil {
+						return err
+					}
+				}
+				loc, ok := orphans[string(c)]
+				if !ok {
 					r.log.Warn("log object beyond the database references a missing chunk; left for the next batch to replace", "folder", folderID, "key", key)
 					return nil
 				}
-				if err != nil {
-					return err
-				}
-				chunks = append(chunks, db.SealedChunk{ID: c, Size: info.Size, StoredAt: info.ModTime})
+				chunks = append(chunks, loc)
 			}
 			recs = append(recs, fromWire(w, w.GetSequence(), time.Unix(0, w.GetStoredNs())))
 		}

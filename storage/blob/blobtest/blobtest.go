@@ -5,7 +5,7 @@
 // and 5 MiB blobs, known and unknown sizes), overwrite, not-found errors,
 // lexical listing with prefixes, key validation at its boundaries,
 // cancellation, failing readers and size mismatches that must leave nothing
-// behind, concurrent writers, and the optional Creator and Batcher abilities
+// behind, concurrent writers, and the optional Creator, Batcher and RangeReader abilities
 // when the store has them.
 package blobtest
 
@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) blob.Store) {
 		{"Create", testCreate},
 		{"CreateConcurrent", testCreateConcurrent},
 		{"Batcher", testBatcher},
+		{"GetRange", testGetRange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

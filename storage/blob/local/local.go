@@ -76,9 +76,10 @@ type Store struct {
 }
 
 var (
-	_ blob.Store   = (*Store)(nil)
-	_ blob.Creator = (*Store)(nil)
-	_ blob.Batcher = (*Store)(nil)
+	_ blob.Store       = (*Store)(nil)
+	_ blob.Creator     = (*Store)(nil)
+	_ blob.Batcher     = (*Store)(nil)
+	_ blob.RangeReader = (*Store)(nil)
 )
 
 // Open opens the store in dir, creating the directory (mode 0700) if it does
@@ -151,6 +152,29 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 		return fmt.Errorf("getting blob %q: %w", key, blob.ErrNotExist)
 	}
 	return fn(sized.NewReader(ctx, f, -1))
+}
+
+// GetRange implements blob.RangeReader: positioned reads (pread) of the
+// blob's file, opened through the cached directory handles.
+func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	if off < 0 || n < 0 {
+		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, blob.ErrInvalidRange, off, n)
+	}
+	if err := blob.ValidKey(key); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	f, err := s.openBlob(pathOf(key))
+	if notExist(err) || errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("getting blob %q: %w", key, blob.ErrNotExist)
+	}
+	if err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	defer f.Close()
+	return fn(sized.NewReader(ctx, io.NewSectionReader(f, off, n), -1))
 }
 
 // Stat implements blob.Store.

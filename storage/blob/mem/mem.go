@@ -35,9 +35,10 @@ type entry struct {
 }
 
 var (
-	_ blob.Store   = (*Store)(nil)
-	_ blob.Creator = (*Store)(nil)
-	_ blob.Batcher = (*Store)(nil)
+	_ blob.Store       = (*Store)(nil)
+	_ blob.Creator     = (*Store)(nil)
+	_ blob.Batcher     = (*Store)(nil)
+	_ blob.RangeReader = (*Store)(nil)
 )
 
 // New returns an empty Store.
@@ -110,6 +111,18 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
 	return fn(sized.NewReader(ctx, bytes.NewReader(e.data), -1))
+}
+
+// GetRange implements blob.RangeReader.
+func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
+	if off < 0 || n < 0 {
+		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, blob.ErrInvalidRange, off, n)
+	}
+	e, err := s.lookup(ctx, key)
+	if err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	return fn(sized.NewReader(ctx, io.NewSectionReader(bytes.NewReader(e.data), off, n), -1))
 }
 
 // Stat implements blob.Store.

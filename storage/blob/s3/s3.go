@@ -61,8 +61,9 @@ type Store struct {
 }
 
 var (
-	_ blob.Store   = (*Store)(nil)
-	_ blob.Creator = (*Store)(nil)
+	_ blob.Store       = (*Store)(nil)
+	_ blob.Creator     = (*Store)(nil)
+	_ blob.RangeReader = (*Store)(nil)
 )
 
 // New connects to the endpoint and checks that the bucket exists (else
@@ -237,6 +238,48 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 	}
 	defer body.Close()
 	return fn(sized.NewReader(ctx, body, oi.Size))
+}
+
+// GetRange implements blob.RangeReader with one ranged GET. A range that
+// starts at or past the blob's end (416 from the server) is an empty read;
+// an empty range is a HEAD.
+func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	if off < 0 || n < 0 {
+		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, blob.ErrInvalidRange, off, n)
+	}
+	if err := blob.ValidKey(key); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	if err := s.checkLen(key); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
+	if n == 0 {
+		if _, err := s.stat(ctx, key); err != nil {
+			return fmt.Errorf("getting blob %q: %w", key, err)
+		}
+		return fn(sized.NewReader(ctx, strings.NewReader(""), 0))
+	}
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+n-1); err != nil {
+		return fmt.Errorf("getting blob %q: %w: %w", key, blob.ErrInvalidRange, err)
+	}
+	body, _, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	if resp := minio.ToErrorResponse(err); err != nil && (resp.Code == "InvalidRange" || resp.StatusCode == http.StatusRequestedRangeNotSatisfiable) {
+		// off is at or past the end, or the blob is missing and the server
+		// answered 416 first: ask which.
+		if _, err := s.stat(ctx, key); err != nil {
+			return fmt.Errorf("getting blob %q: %w", key, err)
+		}
+		return fn(sized.NewReader(ctx, strings.NewReader(""), 0))
+	}
+	if err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, mapError(ctx, err))
+	}
+	defer body.Close()
+	return fn(sized.NewReader(ctx, io.LimitReader(body, n), -1))
 }
 
 // Stat implements blob.Store.
