@@ -132,8 +132,8 @@ type RangeReader interface {
 // describes, through s's GetRange when it has one, else through a whole
 // Get that skips what lies outside the range.
 func GetRange(ctx context.Context, s Store, key string, off, n int64, fn func(io.Reader) error) error {
-	if off < 0 || n < 0 {
-		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, ErrInvalidRange, off, n)
+	if err := CheckRange(key, off, n); err != nil {
+		return err
 	}
 	if rr, ok := s.(RangeReader); ok {
 		return rr.GetRange(ctx, key, off, n, fn)
@@ -144,6 +144,15 @@ func GetRange(ctx context.Context, s Store, key string, off, n int64, fn func(io
 		}
 		return fn(io.LimitReader(r, n))
 	})
+}
+
+// CheckRange is the argument check every RangeReader makes: nil, or an
+// error wrapping ErrInvalidRange for a negative offset or length.
+func CheckRange(key string, off, n int64) error {
+	if off < 0 || n < 0 {
+		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, ErrInvalidRange, off, n)
+	}
+	return nil
 }
 
 // ValidKey reports whether key may name a blob: "/"-separated segments, each

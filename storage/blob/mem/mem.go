@@ -115,8 +115,8 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 
 // GetRange implements blob.RangeReader.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
-	if off < 0 || n < 0 {
-		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, blob.ErrInvalidRange, off, n)
+	if err := blob.CheckRange(key, off, n); err != nil {
+		return err
 	}
 	e, err := s.lookup(ctx, key)
 	if err != nil {

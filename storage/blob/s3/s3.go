@@ -247,8 +247,8 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
-	if off < 0 || n < 0 {
-		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, blob.ErrInvalidRange, off, n)
+	if err := blob.CheckRange(key, off, n); err != nil {
+		return err
 	}
 	if err := blob.ValidKey(key); err != nil {
 		return fmt.Errorf("getting blob %q: %w", key, err)
