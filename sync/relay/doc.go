@@ -49,8 +49,10 @@
 // which one direction carries nothing for 5 minutes is ended (devices ping
 // more often than that).
 //
-// Limits: at most MaxSessions sessions and MaxRegistrations registered
-// devices; a Join beyond the latter is answered Response{UNAVAILABLE}.
+// Limits: at most MaxSessions sessions, MaxSessionsPerDevice of them with
+// one device as requester or target (a Connect beyond either is answered
+// Response{TOO_MANY_SESSIONS}), and MaxRegistrations registered devices (a
+// Join beyond it is answered Response{UNAVAILABLE}).
 //
 // # Invariants
 //

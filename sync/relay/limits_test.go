@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -84,5 +85,53 @@ func TestMaxRegistrations(t *testing.T) {
 	registerRaw(t, identity(t, "a"), srv) // a again: replaces its own
 	if got := srv.Stats().Registered; got != 2 {
 		t.Fatalf("registered = %d, want 2", got)
+	}
+}
+
+// TestSessionsPerDevice: one device can hold at most n sessions, as
+// requester or target, so it can't take every place of the relay; its
+// places come back when its sessions end, and other devices are not held
+// back by it.
+func TestSessionsPerDevice(t *testing.T) {
+	srv := startServer(t, identity(t, "relay"), "127.0.0.1:0", 0, func(s *Server) { s.maxPerDevice = 2 })
+	a, b, c, d := identity(t, "a"), identity(t, "b"), identity(t, "c"), identity(t, "d")
+	held := make(chan net.Conn, 16)
+	keep := func(conn net.Conn, _ crypt.DeviceID) { held <- conn }
+	startClient(t, b, srv.URL(), keep, nil)
+	startClient(t, c, srv.URL(), keep, nil)
+	var mine []net.Conn
+	defer func() {
+		for _, c := range mine {
+			c.Close()
+		}
+	}()
+	dial := func(from *crypt.Identity, to crypt.DeviceID) error {
+		conn, err := Dial(context.Background(), from, srv.URL(), to)
+		if err == nil {
+			mine = append(mine, conn, <-held)
+		}
+		return err
+	}
+	for i := range 2 {
+		if err := dial(a, b.ID); err != nil {
+			t.Fatalf("session %d of a: %v", i+1, err)
+		}
+	}
+	if err := dial(a, c.ID); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("a's third session: %v, want ErrTooManySessions", err)
+	}
+	if err := dial(d, b.ID); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("b's third session: %v, want ErrTooManySessions", err)
+	}
+	if err := dial(d, c.ID); err != nil {
+		t.Fatalf("d to c, neither at its limit: %v", err)
+	}
+	// a's sessions end: its places come back.
+	for _, conn := range mine[:4] {
+		conn.Close()
+	}
+	eventually(t, "a's sessions to end", func() bool { return srv.Stats().Sessions == 1 })
+	if err := dial(a, c.ID); err != nil {
+		t.Fatalf("a after its sessions ended: %v", err)
 	}
 }

@@ -60,7 +60,15 @@ type Server struct {
 	regs     map[crypt.DeviceID]*registration
 	sessions map[[keySize]byte]*session
 	spliced  int
+	// perDevice counts each device's sessions (as requester or target),
+	// so that one device can't take every place.
+	perDevice    map[crypt.DeviceID]int
+	maxPerDevice int
 }
+
+// MaxSessionsPerDevice caps the sessions, pending and spliced, in which one
+// device is the requester or the target.
+const MaxSessionsPerDevice = 32
 
 // NewServer binds cfg.Listen. The caller must call Serve (which closes the
 // listener when it returns) or Close.
@@ -75,20 +83,22 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	tc := crypt.ServerTLSConfig(cfg.Identity, func(crypt.DeviceID) bool { return true })
 	tc.NextProtos = []string{ALPN}
 	s := &Server{
-		id:         cfg.Identity,
-		ln:         ln,
-		tls:        tc,
-		log:        cfg.Logger,
-		max:        cfg.MaxSessions,
-		handshake:  handshakeTimeout,
-		keyTTL:     sessionKeyTTL,
-		pingEvery:  pingInterval,
-		idle:       idleTimeout,
-		maxRegs:    cfg.MaxRegistrations,
-		spliceIdle: spliceIdle,
-		conns:      make(map[net.Conn]struct{}),
-		regs:       make(map[crypt.DeviceID]*registration),
-		sessions:   make(map[[keySize]byte]*session),
+		id:           cfg.Identity,
+		ln:           ln,
+		tls:          tc,
+		log:          cfg.Logger,
+		max:          cfg.MaxSessions,
+		handshake:    handshakeTimeout,
+		keyTTL:       sessionKeyTTL,
+		pingEvery:    pingInterval,
+		idle:         idleTimeout,
+		maxRegs:      cfg.MaxRegistrations,
+		spliceIdle:   spliceIdle,
+		conns:        make(map[net.Conn]struct{}),
+		regs:         make(map[crypt.DeviceID]*registration),
+		sessions:     make(map[[keySize]byte]*session),
+		perDevice:    make(map[crypt.DeviceID]int),
+		maxPerDevice: MaxSessionsPerDevice,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -275,7 +285,7 @@ func (s *Server) serveConnect(raw *net.TCPConn, tc *tls.Conn, from, target crypt
 		raw.SetReadDeadline(time.Now().Add(s.handshake))
 		io.CopyN(io.Discard, tc, MaxFrameSize)
 	}
-	key, reg, code := s.newSession(target)
+	key, reg, code := s.newSession(from, target)
 	if code != Response_OK {
 		s.log.Debug("relay: connect refused", "from", from.Short(), "to", target.Short(), "code", code)
 		reply(responseMessage(code, ""))

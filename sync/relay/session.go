@@ -18,10 +18,14 @@ type session struct {
 	first   *net.TCPConn  // the half that arrived first, waiting; nil before
 	taken   bool          // the second half arrived and is splicing
 	done    chan struct{} // closed when the splice has ended
+	// devices are the requester and the target, counted in
+	// Server.perDevice until the session ends.
+	devices []crypt.DeviceID
 }
 
-// newSession makes a session for a Connect to target, or says why not.
-func (s *Server) newSession(target crypt.DeviceID) ([keySize]byte, *registration, Response_Code) {
+// newSession makes a session for a Connect from one device to target, or
+// says why not.
+func (s *Server) newSession(from, target crypt.DeviceID) ([keySize]byte, *registration, Response_Code) {
 	var key [keySize]byte
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -33,14 +37,33 @@ func (s *Server) newSession(target crypt.DeviceID) ([keySize]byte, *registration
 	for k, p := range s.sessions {
 		if p.first == nil && now.After(p.expires) {
 			delete(s.sessions, k) // nobody ever joined
+			s.endLocked(p)
 		}
 	}
-	if len(s.sessions)+s.spliced >= s.max {
+	if len(s.sessions)+s.spliced >= s.max || s.perDevice[from] >= s.maxPerDevice || s.perDevice[target] >= s.maxPerDevice {
 		return key, nil, Response_TOO_MANY_SESSIONS
 	}
 	rand.Read(key[:])
-	s.sessions[key] = &session{expires: now.Add(s.keyTTL), done: make(chan struct{})}
+	p := &session{expires: now.Add(s.keyTTL), done: make(chan struct{}), devices: []crypt.DeviceID{from}}
+	if target != from {
+		p.devices = append(p.devices, target)
+	}
+	for _, d := range p.devices {
+		s.perDevice[d]++
+	}
+	s.sessions[key] = p
 	return key, reg, Response_OK
+}
+
+// endLocked stops counting p against its devices; it runs once per
+// session, with s.mu held.
+func (s *Server) endLocked(p *session) {
+	for _, d := range p.devices {
+		if s.perDevice[d]--; s.perDevice[d] <= 0 {
+			delete(s.perDevice, d)
+		}
+	}
+	p.devices = nil
 }
 
 // dropSession forgets a session nobody has joined yet.
@@ -48,6 +71,7 @@ func (s *Server) dropSession(key [keySize]byte) {
 	s.mu.Lock()
 	if p := s.sessions[key]; p != nil && p.first == nil {
 		delete(s.sessions, key)
+		s.endLocked(p)
 	}
 	s.mu.Unlock()
 }
@@ -91,6 +115,7 @@ func (s *Server) serveJoin(ctx context.Context, c *net.TCPConn, first byte) {
 
 	s.mu.Lock()
 	s.spliced--
+	s.endLocked(p)
 	s.mu.Unlock()
 	close(p.done)
 }
@@ -109,6 +134,7 @@ func (s *Server) awaitPartner(ctx context.Context, key [keySize]byte, p *session
 	s.mu.Lock()
 	if !p.taken {
 		delete(s.sessions, key)
+		s.endLocked(p)
 		s.mu.Unlock()
 		if ctx.Err() == nil {
 			s.log.Debug("relay: session partner never joined", "remote", p.first.RemoteAddr())
