@@ -366,7 +366,11 @@ func TestConsoleVersions(t *testing.T) {
 	if strings.Join(names, "|") != "x.txt" {
 		t.Fatalf("the search for X.T lists %q, want only x.txt", names)
 	}
-	cb.run("choosing x.txt", chromedp.Click(chromedp.CSS("#version-files a")), chromedp.WaitVisible(chromedp.CSS("#versions")))
+	// Followed by loading its address rather than a click: after a click
+	// that navigates, a wait can match the old page's nodes and then lose
+	// them ("Could not find node with given id").
+	href := get(cb, "x.txt's link", chromedp.Evaluate[string](`document.querySelector("#version-files a").getAttribute("href")`))
+	cb.visit(href, "#versions")
 	if got := cb.text("#version-path"); got != "x.txt" {
 		t.Fatalf("versions page for %q", got)
 	}

@@ -16,13 +16,18 @@ const forkWait = 90 * time.Second
 // the trusted devices never dials them, they dial it.
 const deadAddress = "tcp://127.0.0.1:1"
 
-// pairTrusted makes a and b trusted peers sharing folder id.
+// pairTrusted makes a and b trusted peers sharing folder id. Both share
+// before they can connect (each knows the other at a dead address first),
+// so the fork tests start from the same state every time instead of
+// racing a folder offer against the other side's share.
 func pairTrusted(t testing.TB, a, b *node, id string) {
 	t.Helper()
-	a.cli("device", "add", b.ID, "--name", b.name, "--address", b.Listen)
-	b.cli("device", "add", a.ID, "--name", a.name, "--address", a.Listen)
+	a.cli("device", "add", b.ID, "--name", b.name, "--address", deadAddress)
+	b.cli("device", "add", a.ID, "--name", a.name, "--address", deadAddress)
 	a.cli("folder", "share", id, b.ID)
 	b.cli("folder", "share", id, a.ID)
+	a.cli("device", "add", b.ID, "--address", b.Listen)
+	b.cli("device", "add", a.ID, "--address", a.Listen)
 }
 
 // pointAt makes d reach receiver r (by its ID) at where's address.
