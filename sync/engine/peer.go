@@ -213,16 +213,8 @@ func (pc *peerConn) reconcile() error {
 			e.log.Warn("adopting the peer's chunking polynomial", "folder", f.id, "err", err)
 		}
 		if theirs != nil && theirs.GetIndexId() != 0 {
-			if known := e.peerIndexID(ctx, f.id, peer); known != theirs.GetIndexId() {
-				if known != 0 {
-					e.log.Info("peer's index was reset; fetching it again", "folder", f.id, "device", peer.String())
-				}
-				if err := f.set.DropRemote(ctx, peer); err != nil {
-					return fmt.Errorf("dropping old index: %w", err)
-				}
-				if err := e.setPeerIndexID(ctx, f.id, peer, theirs.GetIndexId()); err != nil {
-					return err
-				}
+			if err := f.notePeerIndex(ctx, peer, theirs.GetIndexId()); err != nil {
+				return err
 			}
 		}
 		myIndex, err := e.indexID(ctx, f.id)
@@ -450,4 +442,26 @@ func (e *Engine) request(ctx context.Context, peer crypt.DeviceID, req *protocol
 // connected reports whether a peer has a live protocol connection.
 func (e *Engine) connected(peer crypt.DeviceID) bool {
 	return e.conn(peer) != nil
+}
+
+// notePeerIndex records the incarnation of peer's index the peer
+// announced. Records of an earlier incarnation are dropped (the peer will
+// send its index again); when none was known, whatever the peer sent is of
+// this one and stays: its index can arrive before the first reconcile
+// that names it (it answers our ClusterConfig at once, and reconcile runs
+// after ours is sent), and dropping it would leave us needing files no
+// peer is known to have until the connection is made again.
+func (f *folder) notePeerIndex(ctx context.Context, peer crypt.DeviceID, id uint64) error {
+	e := f.e
+	known := e.peerIndexID(ctx, f.id, peer)
+	if known == id {
+		return nil
+	}
+	if known != 0 {
+		e.log.Info("peer's index was reset; fetching it again", "folder", f.id, "device", peer.String())
+		if err := f.set.DropRemote(ctx, peer); err != nil {
+			return fmt.Errorf("dropping old index: %w", err)
+		}
+	}
+	return e.setPeerIndexID(ctx, f.id, peer, id)
 }

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/index"
+)
+
+// TestPeerIndexArrivingFirst: a peer's index can arrive before the first
+// reconcile that names its incarnation (it answers our ClusterConfig at
+// once). Recording that incarnation must keep those records — dropping
+// them left two devices stuck, one needing a file no peer was known to
+// have — while a later, different incarnation drops the old records.
+func TestPeerIndexArrivingFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	peer := crypt.DeviceID{1}
+	if err := d.PutDevice(ctx, db.Device{ID: peer.String()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: t.TempDir(), Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ShareFolder(ctx, "f", peer.String()); err != nil {
+		t.Fatal(err)
+	}
+	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	done := make(chan error, 1)
+	go func() { done <- e.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.folder("f") == nil || !e.folder("f").sharedWith(peer) {
+		if time.Now().After(deadline) {
+			t.Fatal("folder did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f := e.folder("f")
+
+	seed := index.Record{Name: "seed", Type: index.File, Size: 1, Version: index.Vector{{ID: peer.Short(), Value: 1}}, Sequence: 1}
+	if err := f.set.UpdateRemote(ctx, peer, []index.Record{seed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.notePeerIndex(ctx, peer, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.set.Remote(peer, "seed"); !ok {
+		t.Fatal("the first incarnation recorded dropped the records that came with it")
+	}
+	if got := e.peerIndexID(ctx, "f", peer); got != 7 {
+		t.Fatalf("peer index ID = %d, want 7", got)
+	}
+	if err := f.notePeerIndex(ctx, peer, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.set.Remote(peer, "seed"); !ok {
+		t.Fatal("the same incarnation again dropped the records")
+	}
+	if err := f.notePeerIndex(ctx, peer, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.set.Remote(peer, "seed"); ok {
+		t.Fatal("a new incarnation kept the old one's records")
+	}
+}
