@@ -477,24 +477,8 @@ func (pc *peerConn) reconcileReceiver(f *folder, wf *protocol.Folder, fresh bool
 				f.setReceiverError(peer, err)
 				return err
 			}
-		} else {
-			if known != 0 {
-				f.log.Info("receiver's log started over; fetching it again", "device", peer.String())
-			}
-			if err := f.set.DropRemote(ctx, peer); err != nil {
-				return err
-			}
-			for _, key := range []string{logCursorSetting(f.id, peer), heldSetting(f.id, peer)} {
-				if err := e.db.DeleteSetting(ctx, key); err != nil && !errors.Is(err, db.ErrNotFound) {
-					return err
-				}
-			}
-			if err := f.forgetReceiverLog(ctx, peer); err != nil {
-				return err
-			}
-			if err := e.setPeerIndexID(ctx, f.id, peer, theirs.GetIndexId()); err != nil {
-				return err
-			}
+		} else if err := f.noteReceiverLog(ctx, peer, known, theirs.GetIndexId()); err != nil {
+			return err
 		}
 	}
 	held := int64(mine.GetMaxSequence())
@@ -551,4 +535,29 @@ func (pc *peerConn) startUpload(f *folder, keys *crypt.Keys, start int64) {
 			pc.sendSealed(ctx, u, start)
 		}
 	})
+}
+
+// noteReceiverLog records the ID of the log receiver peer serves (known is
+// the one recorded before, id the one announced). A log that started over
+// replaces everything this device knew of the old one; when none was
+// known, what the receiver already sent is of this log and stays (its
+// log can arrive before the first reconcile, as a trusted peer's index
+// can: see notePeerIndex).
+func (f *folder) noteReceiverLog(ctx context.Context, peer crypt.DeviceID, known, id uint64) error {
+	e := f.e
+	if known != 0 {
+		f.log.Info("receiver's log started over; fetching it again", "device", peer.String())
+		if err := f.set.DropRemote(ctx, peer); err != nil {
+			return err
+		}
+		for _, key := range []string{logCursorSetting(f.id, peer), heldSetting(f.id, peer)} {
+			if err := e.db.DeleteSetting(ctx, key); err != nil && !errors.Is(err, db.ErrNotFound) {
+				return err
+			}
+		}
+		if err := f.forgetReceiverLog(ctx, peer); err != nil {
+			return err
+		}
+	}
+	return e.setPeerIndexID(ctx, f.id, peer, id)
 }
