@@ -139,12 +139,7 @@ func TestDynamicThroughRelayThenDirect(t *testing.T) {
 	relay.targets[b.ID] = sb
 	res.set(b.ID, deadAddress(t), "relay://127.0.0.1:1/?id="+b.ID.String())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, s := range []*Service{sa, sb} {
-		wg.Go(func() { s.Serve(ctx) })
-	}
-	defer func() { cancel(); wg.Wait() }()
+	defer serveAll(sa, sb)()
 
 	ca := waitConn(t, sa, b.ID, TypeRelay)
 	cb := waitConn(t, sb, a.ID, TypeRelay)
@@ -181,12 +176,7 @@ func TestDirectFirst(t *testing.T) {
 	relay.targets[b.ID] = sb
 	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String(), sb.Addresses()[0])
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, s := range []*Service{sa, sb} {
-		wg.Go(func() { s.Serve(ctx) })
-	}
-	defer func() { cancel(); wg.Wait() }()
+	defer serveAll(sa, sb)()
 	waitConn(t, sa, b.ID, TypeLAN)
 	if n := relay.dials.Load(); n != 0 {
 		t.Fatalf("relay dialed %d times although the direct address works", n)
@@ -206,20 +196,9 @@ func TestRelayedUnknownIsPending(t *testing.T) {
 	relay.targets[b.ID] = sb
 	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, s := range []*Service{sa, sb} {
-		wg.Go(func() { s.Serve(ctx) })
-	}
-	defer func() { cancel(); wg.Wait() }()
+	defer serveAll(sa, sb)()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rb.mu.Lock()
-		n := len(rb.pending)
-		rb.mu.Unlock()
-		if n > 0 {
-			break
-		}
+	for pendingCount(rb) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("a relayed unknown device was not recorded as pending")
 		}

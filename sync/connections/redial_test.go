@@ -3,7 +3,6 @@ package connections
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,12 +59,7 @@ func TestRejectedPeerBacksOff(t *testing.T) {
 				res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String())
 			}
 
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			for _, s := range []*Service{sa, sb} {
-				wg.Go(func() { s.Serve(ctx) })
-			}
-			defer func() { cancel(); wg.Wait() }()
+			defer serveAll(sa, sb)()
 
 			deadline := time.Now().Add(20 * time.Second)
 			for pendingCount(rb) == 0 {
@@ -94,10 +88,7 @@ func TestHintsAreRateLimited(t *testing.T) {
 	sa.hintGap = 200 * time.Millisecond
 	res.set(b.ID, deadAddress(t))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { sa.Serve(ctx) })
-	defer func() { cancel(); wg.Wait() }()
+	defer serveAll(sa)()
 
 	for res.calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
@@ -124,10 +115,7 @@ func TestOtherDevicesDoNotCauseRedials(t *testing.T) {
 	sa := newPathService(t, a, ra, res, nil)
 	res.set(b.ID, deadAddress(t))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { sa.Serve(ctx) })
-	defer func() { cancel(); wg.Wait() }()
+	defer serveAll(sa)()
 
 	for res.calls.Load() == 0 {
 		time.Sleep(time.Millisecond)

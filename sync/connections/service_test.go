@@ -76,12 +76,7 @@ func TestBothDialOneConnection(t *testing.T) {
 	sc := newService(t, c, rc)
 	rc.peers = []Peer{{ID: a.ID, Addresses: sa.Addresses()}}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, s := range []*Service{sa, sb, sc} {
-		wg.Go(func() { s.Serve(ctx) })
-	}
-	defer func() { cancel(); wg.Wait() }()
+	defer serveAll(sa, sb, sc)()
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -149,4 +144,15 @@ func TestDuplicateResolution(t *testing.T) {
 	if bDialed == aDialed {
 		t.Fatal("both connections are kept, or neither")
 	}
+}
+
+// serveAll runs services until the returned function is called, which
+// stops them and waits for them to return.
+func serveAll(services ...*Service) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range services {
+		wg.Go(func() { s.Serve(ctx) })
+	}
+	return func() { cancel(); wg.Wait() }
 }
