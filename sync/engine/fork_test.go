@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
@@ -53,36 +49,8 @@ type forkNode struct {
 
 func startForkNode(t *testing.T) *forkNode {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := &forkNode{trusted: crypt.DeviceID{1}, receiver: crypt.DeviceID{2}}
-	for _, dev := range []db.Device{{ID: n.trusted.String()}, {ID: n.receiver.String(), Untrusted: true}} {
-		if err := d.PutDevice(ctx, dev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: t.TempDir(), Type: db.SendReceive}); err != nil {
-		t.Fatal(err)
-	}
-	for _, dev := range []crypt.DeviceID{n.trusted, n.receiver} {
-		if err := d.ShareFolder(ctx, "f", dev.String()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n.e = New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
-	done := make(chan error, 1)
-	go func() { done <- n.e.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; d.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for n.e.folder("f") == nil || !n.e.folder("f").untrusted(n.receiver) {
-		if time.Now().After(deadline) {
-			t.Fatal("folder did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	n.e = startEngine(t, t.TempDir(), db.Device{ID: n.trusted.String()}, db.Device{ID: n.receiver.String(), Untrusted: true})
 	n.f = n.e.folder("f")
 	return n
 }

@@ -2,11 +2,7 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
@@ -19,34 +15,9 @@ import (
 // them left two devices stuck, one needing a file no peer was known to
 // have — while a later, different incarnation drops the old records.
 func TestPeerIndexArrivingFirst(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx := context.Background()
 	peer := crypt.DeviceID{1}
-	if err := d.PutDevice(ctx, db.Device{ID: peer.String()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: t.TempDir(), Type: db.SendReceive}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.ShareFolder(ctx, "f", peer.String()); err != nil {
-		t.Fatal(err)
-	}
-	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
-	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.folder("f") == nil || !e.folder("f").sharedWith(peer) {
-		if time.Now().After(deadline) {
-			t.Fatal("folder did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e := startEngine(t, t.TempDir(), db.Device{ID: peer.String()})
 	f := e.folder("f")
 
 	seed := index.Record{Name: "seed", Type: index.File, Size: 1, Version: index.Vector{{ID: peer.Short(), Value: 1}}, Sequence: 1}

@@ -3,12 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
@@ -19,42 +16,13 @@ import (
 // a folder's files, however it asks, and its plaintext index is refused;
 // a trusted device sharing the same folder is served.
 func TestNoPlaintextForReceivers(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx := context.Background()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("plaintext"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	trusted, receiver := crypt.DeviceID{1}, crypt.DeviceID{2}
-	for _, dev := range []db.Device{{ID: trusted.String()}, {ID: receiver.String(), Untrusted: true}} {
-		if err := d.PutDevice(ctx, dev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: dir, Type: db.SendReceive}); err != nil {
-		t.Fatal(err)
-	}
-	for _, dev := range []crypt.DeviceID{trusted, receiver} {
-		if err := d.ShareFolder(ctx, "f", dev.String()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
-	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.folder("f") == nil || !e.folder("f").untrusted(receiver) {
-		if time.Now().After(deadline) {
-			t.Fatal("folder did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e := startEngine(t, dir, db.Device{ID: trusted.String()}, db.Device{ID: receiver.String(), Untrusted: true})
 
 	block := &protocol.Request{Folder: "f", Name: "secret.txt", Size: 9}
 	data, err := e.Request(ctx, protocol.DeviceID(trusted), block)

@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+)
+
+// startEngine runs an engine (device ID 9) over a fresh SQLite database
+// with folder "f" at dir shared with devs, until the test ends. It returns
+// once the folder runs and knows its shares.
+func startEngine(t *testing.T, dir string, devs ...db.Device) *Engine {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: dir, Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range devs {
+		if err := d.PutDevice(ctx, dev); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ShareFolder(ctx, "f", dev.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	done := make(chan error, 1)
+	go func() { done <- e.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; d.Close() })
+	ready := func() bool {
+		f := e.folder("f")
+		if f == nil {
+			return false
+		}
+		for _, dev := range devs {
+			id, _ := crypt.ParseDeviceID(dev.ID)
+			if !f.sharedWith(id) || f.untrusted(id) != dev.Untrusted {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("folder did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return e
+}
