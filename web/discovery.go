@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"net/http"
 	"sort"
 	"time"
@@ -67,17 +66,15 @@ type RelayService struct {
 	Bytes      int64  `json:"bytes"`
 }
 
-// discoveryStatus is the node's discovery report with known devices (and
-// this one) left out of Nearby; nil when the node has no discovery.
-func (s *Server) discoveryStatus(ctx context.Context) (*DiscoveryStatus, error) {
+// discoveryStatus is the node's discovery report with the known devices
+// devs (and this one) left out of Nearby; nil when the node has no
+// discovery. devs is the caller's device list, so a page refresh reads the
+// devices once.
+func (s *Server) discoveryStatus(devs []DeviceStatus) *DiscoveryStatus {
 	if s.cfg.Discovery == nil {
-		return nil, nil
+		return nil
 	}
 	st := s.cfg.Discovery.Report()
-	devs, err := s.cfg.DB.Devices(ctx)
-	if err != nil {
-		return nil, err
-	}
 	known := map[string]bool{s.cfg.ID.String(): true}
 	for _, d := range devs {
 		known[d.ID] = true
@@ -96,14 +93,15 @@ func (s *Server) discoveryStatus(ctx context.Context) (*DiscoveryStatus, error) 
 	if st.Relays == nil {
 		st.Relays = []RelayStatus{}
 	}
-	return &st, nil
+	return &st
 }
 
 func (s *Server) getDiscovery(c echo.Context) error {
-	st, err := s.discoveryStatus(c.Request().Context())
+	devs, err := s.deviceStatus(c)
 	if err != nil {
 		return err
 	}
+	st := s.discoveryStatus(devs)
 	if st == nil {
 		st = &DiscoveryStatus{Nearby: []NearbyDevice{}, Servers: []DiscoveryServer{}, Relays: []RelayStatus{}}
 	}

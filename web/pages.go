@@ -123,8 +123,8 @@ func (s *Server) fill(c echo.Context, p *page) error {
 	for _, f := range offers {
 		p.Pending.Folders = append(p.Pending.Folders, PendingFolder{Device: f.DeviceID, Folder: f.FolderID, Label: f.Label, FirstSeen: f.FirstSeen, Encrypted: f.Encrypted})
 	}
-	p.Discovery, err = s.discoveryStatus(ctx)
-	return err
+	p.Discovery = s.discoveryStatus(p.Devices)
+	return nil
 }
 
 func (s *Server) fullPage(c echo.Context, title, tmpl string) error {

@@ -35,11 +35,7 @@ func (s *Server) getStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	disc, err := s.discoveryStatus(ctx)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, Devices: devs, Folders: folders, Discovery: disc})
+	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, Devices: devs, Folders: folders, Discovery: s.discoveryStatus(devs)})
 }
 
 func (s *Server) deviceStatus(c echo.Context) ([]DeviceStatus, error) {
