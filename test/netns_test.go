@@ -325,6 +325,13 @@ func TestRelayThroughDiscovery(t *testing.T) {
 	if got := nb.connection(na.ID); got != "relay" {
 		t.Errorf("b is connected to a via %q, want relay", got)
 	}
+	// The CLI's plain output says so too.
+	if out := na.cli("device", "list"); !strings.Contains(out, "relay") {
+		t.Errorf("device list on a does not say relay:\n%s", out)
+	}
+	if out := na.cli("status"); !strings.Contains(out, "(relay)") {
+		t.Errorf("status on a does not say relay:\n%s", out)
+	}
 	rs := nr.findStatus().Discovery
 	if rs.DiscoveryService == nil || rs.DiscoveryService.Devices < 2 {
 		t.Errorf("discovery service on r: %+v", rs.DiscoveryService)
