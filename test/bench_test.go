@@ -95,12 +95,7 @@ func BenchmarkSyncSmallFiles(b *testing.B) {
 		b.StopTimer()
 		dir := b.TempDir()
 		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-		var total int64
-		for i := range count {
-			data := randomBytes(uint64(i), 512+i%3000)
-			total += int64(len(data))
-			writeFile(b, filepath.Join(aDir, fmt.Sprintf("d%03d/f%05d.txt", i%100, i)), data, 0o644)
-		}
+		smallSet(b, aDir)
 		na, nb := startPair(b)
 		b.StartTimer()
 		start := time.Now()
@@ -123,9 +118,7 @@ func BenchmarkSyncLargeFiles(b *testing.B) {
 		b.StopTimer()
 		dir := b.TempDir()
 		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-		for i := range 4 {
-			writeFile(b, filepath.Join(aDir, fmt.Sprintf("large%d.bin", i)), randomBytes(uint64(100+i), size), 0o644)
-		}
+		largeSet(b, aDir)
 		na, nb := startPair(b)
 		b.StartTimer()
 		start := time.Now()
@@ -224,19 +217,42 @@ func BenchmarkSyncInsertByte(b *testing.B) {
 	}
 }
 
-// standardSet writes the benchmarks' standard set under dir: 10,000 small
-// files and 4 × 256 MiB, and returns its file count and bytes.
-func standardSet(tb testing.TB, dir string) (files int64, bytes int64) {
+// smallSet writes the benchmarks' 10,000 small files under dir, in 100
+// directories, and returns their bytes.
+func smallSet(tb testing.TB, dir string) (bytes int64) {
 	for i := range 10000 {
 		data := randomBytes(uint64(i), 512+i%3000)
 		bytes += int64(len(data))
 		writeFile(tb, filepath.Join(dir, fmt.Sprintf("d%03d/f%05d.txt", i%100, i)), data, 0o644)
 	}
+	return bytes
+}
+
+// largeSet writes the benchmarks' 4 × 256 MiB files under dir and returns
+// their bytes.
+func largeSet(tb testing.TB, dir string) (bytes int64) {
 	for i := range 4 {
 		writeFile(tb, filepath.Join(dir, fmt.Sprintf("large%d.bin", i)), randomBytes(uint64(100+i), 256<<20), 0o644)
 		bytes += 256 << 20
 	}
-	return 10000 + 100 + 4, bytes
+	return bytes
+}
+
+// standardSet writes the benchmarks' standard set under dir, 10,000 small
+// files and 4 × 256 MiB, and returns its file count and bytes.
+// LOCKSTEP_BENCH_SET=small or large writes only that half, for measuring
+// the two apart.
+func standardSet(tb testing.TB, dir string) (files int64, bytes int64) {
+	set := os.Getenv("LOCKSTEP_BENCH_SET")
+	if set != "large" {
+		files += 10000 + 100
+		bytes += smallSet(tb, dir)
+	}
+	if set != "small" {
+		files += 4
+		bytes += largeSet(tb, dir)
+	}
+	return files, bytes
 }
 
 // BenchmarkReceiverIngest is the time for a receiver (local store) to take

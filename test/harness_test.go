@@ -60,6 +60,24 @@ func run(t testing.TB, home string, args ...string) result {
 	return runIn(t, "", home, args...)
 }
 
+// debugEnv is the environment of a process named name: with
+// LOCKSTEP_PROFILE_DIR or LOCKSTEP_TRACE_DIR set, it writes its CPU profile
+// (name.pprof) or execution trace (name.trace) there, for measuring the
+// benchmarks' processes. nil means the test's own environment.
+func debugEnv(name string) []string {
+	var env []string
+	if dir := os.Getenv("LOCKSTEP_PROFILE_DIR"); dir != "" {
+		env = append(env, "LOCKSTEP_CPUPROFILE="+filepath.Join(dir, name+".pprof"))
+	}
+	if dir := os.Getenv("LOCKSTEP_TRACE_DIR"); dir != "" {
+		env = append(env, "LOCKSTEP_TRACE="+filepath.Join(dir, name+".trace"))
+	}
+	if env == nil {
+		return nil
+	}
+	return append(os.Environ(), env...)
+}
+
 // command is the binary with args, run in network namespace ns if set.
 func command(ctx context.Context, ns string, args ...string) *exec.Cmd {
 	if ns == "" {
@@ -75,6 +93,10 @@ func runIn(t testing.TB, ns, home string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := command(ctx, ns, append([]string{"--home", home}, args...)...)
+	if len(args) > 0 {
+		// The last run of each command keeps its profile.
+		cmd.Env = debugEnv("cli-" + args[0])
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -159,9 +181,7 @@ func launch(t testing.TB, name, homeDir, ns string, extra []string) *node {
 	// `ip netns exec` execs the binary, so the process is the node itself.
 	n.cmd = command(context.Background(), ns, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	if dir := os.Getenv("LOCKSTEP_PROFILE_DIR"); dir != "" {
-		n.cmd.Env = append(os.Environ(), "LOCKSTEP_CPUPROFILE="+filepath.Join(dir, name+".pprof"))
-	}
+	n.cmd.Env = debugEnv(name)
 	if err := n.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
@@ -177,6 +197,12 @@ func launch(t testing.TB, name, homeDir, ns string, extra []string) *node {
 		}
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", name, n.log.String())
+		}
+		if dir := os.Getenv("LOCKSTEP_LOG_DIR"); dir != "" {
+			// The benchmarks' logs, for reading their debug timings.
+			if err := os.WriteFile(filepath.Join(dir, name+".log"), []byte(n.log.String()), 0o644); err != nil {
+				t.Errorf("keeping the log of %s: %v", name, err)
+			}
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)

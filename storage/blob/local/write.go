@@ -146,6 +146,7 @@ func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reade
 	if err := copyIn(ctx, f, r, size); err != nil {
 		return err
 	}
+	startWriteback(f)
 	err = f.Close()
 	f = nil
 	if err != nil {
