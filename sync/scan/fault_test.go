@@ -14,7 +14,7 @@ import (
 	"lockstep/sync/index"
 )
 
-// growingFile appends to the file on disk on its first Read, as a program
+// growingFile appends to the file on disk on its first read, as a program
 // still writing it would.
 type growingFile struct {
 	fsys.File
@@ -22,20 +22,34 @@ type growingFile struct {
 	grown bool
 }
 
+func (g *growingFile) grow() error {
+	if g.grown {
+		return nil
+	}
+	g.grown = true
+	f, err := os.OpenFile(g.path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("more")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func (g *growingFile) Read(p []byte) (int, error) {
-	if !g.grown {
-		g.grown = true
-		f, err := os.OpenFile(g.path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			return 0, err
-		}
-		_, err = f.WriteString("more")
-		f.Close()
-		if err != nil {
-			return 0, err
-		}
+	if err := g.grow(); err != nil {
+		return 0, err
 	}
 	return g.File.Read(p)
+}
+
+func (g *growingFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := g.grow(); err != nil {
+		return 0, err
+	}
+	return g.File.ReadAt(p, off)
 }
 
 func TestScanChangingFile(t *testing.T) {

@@ -16,13 +16,12 @@ import (
 // errChanged: the file's size or mtime moved while it was read.
 var errChanged = errors.New("changed while read")
 
-// hasher reads and hashes files from the walker, one at a time, with its
-// own Splitter, created on first use.
+// hasher reads and hashes files from the walker, one at a time, with
+// Splitters from the scan's pool.
 type hasher struct {
 	ctx context.Context
 	fs  FS
-	pol chunker.Pol
-	sp  *chunk.Splitter
+	sps *splitters
 	out outbox
 }
 
@@ -64,13 +63,6 @@ func (h *hasher) file(j hashJob) error {
 // read: size and mtime before and after reading must agree, and the bytes
 // read must be the size.
 func (h *hasher) read(name string) (index.Record, error) {
-	if h.sp == nil {
-		sp, err := chunk.NewSplitter(h.pol)
-		if err != nil {
-			return index.Record{}, err
-		}
-		h.sp = sp
-	}
 	f, err := h.fs.Open(name)
 	if err != nil {
 		return index.Record{}, err
@@ -80,9 +72,20 @@ func (h *hasher) read(name string) (index.Record, error) {
 	if err != nil {
 		return index.Record{}, err
 	}
+	// A large file is cut by as many goroutines as there are idle
+	// Splitters: the file a user just saved is often the only one to scan.
+	want := 1
+	if before.Size() >= 2*chunk.MinSegment {
+		want = h.sps.max
+	}
+	sps, err := h.sps.get(want)
+	if err != nil {
+		return index.Record{}, err
+	}
+	defer h.sps.put(sps)
 	var blocks []index.Block
 	var n int64
-	err = h.sp.Split(f, func(c chunk.Chunk, _ []byte) error {
+	err = chunk.SplitParallel(f, before.Size(), sps, func(c chunk.Chunk) error {
 		if err := h.ctx.Err(); err != nil {
 			return err
 		}
@@ -109,4 +112,54 @@ func (h *hasher) read(name string) (index.Record, error) {
 		Blocks:  blocks,
 		Inode:   inodeOf(before),
 	}, nil
+}
+
+// splitters are a scan's Splitters, at most max of them, made when first
+// needed (each holds about 4.5 MiB) and shared by its hashers.
+type splitters struct {
+	pol  chunker.Pol
+	max  int
+	free chan *chunk.Splitter
+	made chan struct{} // a token per Splitter made
+}
+
+func newSplitters(pol chunker.Pol, max int) *splitters {
+	return &splitters{pol: pol, max: max, free: make(chan *chunk.Splitter, max), made: make(chan struct{}, max)}
+}
+
+// get returns one Splitter, waiting for it if all are in use, and up to
+// want-1 more that are idle or can still be made.
+func (s *splitters) get(want int) ([]*chunk.Splitter, error) {
+	var got []*chunk.Splitter
+	for len(got) < want {
+		select {
+		case sp := <-s.free:
+			got = append(got, sp)
+			continue
+		default:
+		}
+		select {
+		case s.made <- struct{}{}:
+			sp, err := chunk.NewSplitter(s.pol)
+			if err != nil {
+				<-s.made
+				s.put(got)
+				return nil, err
+			}
+			got = append(got, sp)
+			continue
+		default:
+		}
+		if len(got) > 0 {
+			break
+		}
+		got = append(got, <-s.free)
+	}
+	return got, nil
+}
+
+func (s *splitters) put(sps []*chunk.Splitter) {
+	for _, sp := range sps {
+		s.free <- sp
+	}
 }

@@ -140,10 +140,11 @@ func Scan(ctx context.Context, folder FS, known Known, paths []string, opts Opti
 		w := &walker{ctx: gctx, fs: folder, known: known, ignore: opts.Ignore, jobs: jobs, out: out}
 		return w.walk(scopes)
 	})
+	sps := newSplitters(pol, workers)
 	for range workers {
 		g.Go(func() error {
 			defer producers.Done()
-			h := &hasher{ctx: gctx, fs: folder, pol: pol, out: out}
+			h := &hasher{ctx: gctx, fs: folder, sps: sps, out: out}
 			return h.run(jobs)
 		})
 	}

@@ -1,7 +1,9 @@
 package scan
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -448,5 +450,28 @@ func TestScanReplacedSameSizeAndMtime(t *testing.T) {
 	k.recs["a/small.txt"] = old
 	if res := scanDir(t, cfs, k, nil, Options{}); len(res.recs) != 0 {
 		t.Errorf("inode 0: records %v", res.recs)
+	}
+}
+
+// TestScanLargeFiles scans files large enough to be cut by several
+// goroutines, while small ones compete for the same Splitters: the blocks
+// are the ones a single Splitter cuts.
+func TestScanLargeFiles(t *testing.T) {
+	root := t.TempDir()
+	big := randBytes(7, 2*chunk.MinSegment+12345)
+	mixed := slices.Clone(big)
+	copy(mixed[chunk.MinSegment-3<<20:], bytes.Repeat([]byte{0x55}, 9<<20)) // cuts only at MaxSize
+	files := map[string][]byte{"big.bin": big, "mixed.bin": mixed}
+	for i := range 20 {
+		files[fmt.Sprintf("small/%d", i)] = randBytes(uint64(i), 1000+i)
+	}
+	for name, data := range files {
+		writeFile(t, root, name, data, 0o644)
+	}
+	for _, workers := range []int{1, 3} {
+		res := scanDir(t, openRoot(t, root), newKnown(), nil, Options{Workers: workers})
+		for name, data := range files {
+			checkBlocks(t, name, data, res.recs[name].Blocks)
+		}
 	}
 }
