@@ -157,6 +157,9 @@ func (f *folder) pullFiles(ctx context.Context, files []index.Record, fail func(
 	mem := semaphore.NewWeighted(maxBytesInAir)
 	work := make(chan *index.Record)
 	out := make(chan done, finisherBatch)
+	// A worker reports each item it is through with; at most one each is
+	// unread when the feeder stops early.
+	through := make(chan struct{}, f.e.opts.Workers)
 
 	var fin sync.WaitGroup
 	fin.Go(func() { f.finish(ctx, out, fail) })
@@ -168,22 +171,87 @@ func (f *folder) pullFiles(ctx context.Context, files []index.Record, fail func(
 				d, err := f.pullOne(ctx, r, sources, mem)
 				if err != nil {
 					fail(r, err)
-					continue
+				} else {
+					out <- d
 				}
-				out <- d
+				through <- struct{}{}
 			}
 		})
 	}
-	for i := range files {
-		if ctx.Err() != nil {
-			break
-		}
-		work <- &files[i]
-	}
+	f.feed(ctx, files, work, through)
 	close(work)
 	wg.Wait()
 	close(out)
 	fin.Wait()
+}
+
+// feed hands files to the workers, and while they work, takes in the files
+// and symlinks that peers' index updates make needed meanwhile, so that
+// they join this pull instead of waiting for it to end: a peer still
+// scanning announces its files a batch at a time. A file already taken
+// that changed again waits for the next pull (two workers never write one
+// file), as do directories and deletions, and everything once a scan is
+// waiting (local state goes first). feed returns when the workers are
+// through with all it handed them, or ctx ends.
+func (f *folder) feed(ctx context.Context, files []index.Record, work chan<- *index.Record, through <-chan struct{}) {
+	taken := make(map[string]bool, len(files))
+	busy := 0
+	updates := f.pullCh
+	again := false
+	defer func() {
+		if again {
+			f.requestPull()
+		}
+	}()
+	for {
+		for len(files) > 0 {
+			select {
+			case work <- &files[0]:
+				taken[files[0].Name] = true
+				files = files[1:]
+				busy++
+			case <-through:
+				busy--
+			case <-ctx.Done():
+				return
+			}
+		}
+		if busy == 0 {
+			return
+		}
+		select {
+		case <-through:
+			busy--
+		case <-updates:
+			if len(f.scanCh) > 0 {
+				updates, again = nil, true
+				continue
+			}
+			var left bool
+			files, left = f.newNeeds(taken)
+			again = again || left
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// newNeeds returns the needed files and symlinks not in taken, and whether
+// other needs are left for the next pull.
+func (f *folder) newNeeds(taken map[string]bool) (files []index.Record, left bool) {
+	var size int64
+	for _, r := range f.set.Need() {
+		if taken[r.Name] || r.Deleted || r.Type == index.Dir {
+			left = true
+			continue
+		}
+		files = append(files, r)
+		size += r.Size
+	}
+	f.mu.Lock()
+	f.pullTotal += size
+	f.mu.Unlock()
+	return files, left
 }
 
 // pullOne prepares one file or symlink in a temp file.

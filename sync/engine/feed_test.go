@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/index"
+)
+
+// idleFolder returns folder "f" of an engine that is not served, so the
+// test alone reads its pull and scan signals.
+func idleFolder(t *testing.T) *folder {
+	t.Helper()
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	cfg := db.Folder{ID: "f", Path: t.TempDir(), Type: db.SendReceive}
+	if err := d.PutFolder(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	f, err := newFolder(context.Background(), e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.fs.Close() })
+	return f
+}
+
+// announce stores records of a peer as its index update would, and
+// signals the pull.
+func announce(t *testing.T, f *folder, peer crypt.DeviceID, recs ...index.Record) {
+	t.Helper()
+	if err := f.set.UpdateRemote(context.Background(), peer, recs); err != nil {
+		t.Fatal(err)
+	}
+	f.requestPull()
+}
+
+func peerFile(peer crypt.DeviceID, name string, typ index.Type, counter uint64) index.Record {
+	return index.Record{Name: name, Type: typ, Size: 1, Version: index.Vector{{ID: peer.Short(), Value: counter}}, Sequence: int64(counter)}
+}
+
+// TestPullJoins: files a peer announces while a pull is running join it;
+// directories, deletions and a file already taken wait for the next pull,
+// as does everything once a scan is waiting.
+func TestPullJoins(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	announce(t, f, peer, peerFile(peer, "a", index.File, 1))
+	<-f.pullCh // the pull that starts now takes it
+
+	work := make(chan *index.Record)
+	through := make(chan struct{}, 4)
+	fed := make(chan struct{})
+	go func() {
+		f.feed(context.Background(), f.set.Need(), work, through)
+		close(fed)
+	}()
+	take := func() string {
+		t.Helper()
+		select {
+		case r := <-work:
+			return r.Name
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing handed to the workers")
+			return ""
+		}
+	}
+	if got := take(); got != "a" {
+		t.Fatalf("first item %q, want a", got)
+	}
+	// While a is being pulled: a new file joins; a directory, a new
+	// version of a, and a deleted file wait.
+	gone := peerFile(peer, "gone", index.File, 5)
+	gone.Deleted = true
+	announce(t, f, peer, peerFile(peer, "b", index.File, 2), peerFile(peer, "d", index.Dir, 3), peerFile(peer, "a", index.File, 4))
+	if got := take(); got != "b" {
+		t.Fatalf("joined %q, want b", got)
+	}
+	// A scan is waiting: nothing more joins.
+	f.scanCh <- struct{}{}
+	announce(t, f, peer, peerFile(peer, "c", index.File, 6), gone)
+	through <- struct{}{}
+	through <- struct{}{}
+	select {
+	case r := <-work:
+		t.Fatalf("%q joined while a scan was waiting", r.Name)
+	case <-fed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("feed did not return when the workers were through")
+	}
+	select {
+	case <-f.pullCh:
+	default:
+		t.Fatal("what was left is not pulled next")
+	}
+}
