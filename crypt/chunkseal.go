@@ -126,6 +126,35 @@ func (k *Keys) OpenChunk(id ChunkID, body []byte) ([]byte, error) {
 // chunks) or of new memory (compressed ones); dst must not be reused while
 // the plaintext is.
 func (k *Keys) OpenChunkTo(dst []byte, id ChunkID, body []byte) ([]byte, error) {
+	plain, err := k.openChunk(dst, id, body)
+	if err != nil {
+		return nil, err
+	}
+	if k.ChunkID(blake3.Sum256(plain)) != id {
+		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrChunkID)
+	}
+	return plain, nil
+}
+
+// OpenBlockTo is OpenChunkTo for the chunk of a block whose plaintext hash
+// is known: the chunk is the one named ChunkID(plainHash), and its
+// plaintext must hash to plainHash (ErrChunkID), so the caller need not
+// hash it again.
+func (k *Keys) OpenBlockTo(dst []byte, plainHash [32]byte, body []byte) ([]byte, error) {
+	id := k.ChunkID(plainHash)
+	plain, err := k.openChunk(dst, id, body)
+	if err != nil {
+		return nil, err
+	}
+	if blake3.Sum256(plain) != plainHash {
+		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrChunkID)
+	}
+	return plain, nil
+}
+
+// openChunk is OpenChunkTo up to, not including, the check of the
+// plaintext's hash.
+func (k *Keys) openChunk(dst []byte, id ChunkID, body []byte) ([]byte, error) {
 	if len(body) == 0 || body[0] != chunkFormat {
 		return nil, fmt.Errorf("opening chunk %v: %w: not a format %#04x chunk", id, ErrFormat, chunkFormat)
 	}
@@ -155,9 +184,6 @@ func (k *Keys) OpenChunkTo(dst []byte, id ChunkID, body []byte) ([]byte, error) 
 		case len(plain) > MaxChunkSize:
 			return nil, fmt.Errorf("opening chunk %v: %w: decompresses beyond %d bytes", id, ErrTooLarge, MaxChunkSize)
 		}
-	}
-	if k.ChunkID(blake3.Sum256(plain)) != id {
-		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrChunkID)
 	}
 	return plain, nil
 }

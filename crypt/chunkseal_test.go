@@ -122,6 +122,42 @@ func TestOpenChunkWrongHash(t *testing.T) {
 	}
 }
 
+// TestOpenBlock opens a chunk by its block's plaintext hash: its own body
+// opens; a body sealed under a false hash, or another chunk's body, does
+// not.
+func TestOpenBlock(t *testing.T) {
+	k := testKeys(t)
+	for _, compress := range []bool{false, true} {
+		plain := compressible(5000)
+		hash := blake3.Sum256(plain)
+		_, body, err := k.SealChunk(plain, hash, compress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := k.OpenBlockTo(make([]byte, 0, len(body)), hash, body)
+		if err != nil || !bytes.Equal(got, plain) {
+			t.Fatalf("compress=%v: got %d bytes, %v", compress, len(got), err)
+		}
+		other := compressible(5001)
+		_, otherBody, err := k.SealChunk(other, blake3.Sum256(other), compress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.OpenBlockTo(nil, hash, otherBody); !errors.Is(err, ErrAuth) {
+			t.Errorf("compress=%v: another chunk's body: err = %v, want ErrAuth", compress, err)
+		}
+	}
+	plain := []byte("the caller promised this hash")
+	promised := blake3.Sum256([]byte("something else"))
+	_, body, err := k.SealChunk(plain, promised, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.OpenBlockTo(nil, promised, body); !errors.Is(err, ErrChunkID) {
+		t.Fatalf("sealed under a false hash: err = %v, want ErrChunkID", err)
+	}
+}
+
 // TestOpenChunkBitFlips flips every bit of small sealed chunks.
 func TestOpenChunkBitFlips(t *testing.T) {
 	k := testKeys(t)

@@ -426,7 +426,7 @@ func (f *folder) requestSealed(ctx context.Context, peer crypt.DeviceID, b index
 	if err != nil {
 		return nil, err
 	}
-	plain, err := keys.OpenChunk(id, body)
+	plain, err := keys.OpenBlockTo(nil, b.Hash, body)
 	protocol.Recycle(body)
 	if err != nil {
 		f.tamperedChunks.Add(1)

@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
@@ -60,12 +59,12 @@ func (s *sealedSource) Chunk(ctx context.Context, b index.Block, use func([]byte
 	}
 	dst := protocol.Buffer(len(body))
 	defer protocol.Recycle(dst)
-	plain, err := s.keys.OpenChunkTo(dst, id, body)
+	plain, err := s.keys.OpenBlockTo(dst, b.Hash, body)
 	protocol.Recycle(body)
 	if err != nil {
 		return fmt.Errorf("%w: chunk %s: %w", ErrDamaged, id, err)
 	}
-	if len(plain) != int(b.Size) || chunk.HashOf(plain) != b.Hash {
+	if len(plain) != int(b.Size) {
 		return fmt.Errorf("%w: chunk %s does not match its block", ErrDamaged, id)
 	}
 	return use(plain)
