@@ -1,8 +1,10 @@
 package index
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,8 +32,19 @@ type Set struct {
 	mu       sync.RWMutex
 	local    map[string]*Record
 	remote   map[crypt.DeviceID]map[string]*Record
+	devs     []crypt.DeviceID // remote's keys, sorted: global looks in this order
 	localSeq int64
+
+	// Kept current by every change (see account), so that status, which
+	// is asked for often, and Need, asked at every index update, cost
+	// what changed rather than the whole folder.
+	counts Counts
+	need   map[string]struct{}
+	have   map[crypt.DeviceID]*tally // what each peer has at the global version
 }
+
+// tally counts files and their bytes.
+type tally struct{ files, bytes int64 }
 
 // Load reads a folder's records from store.
 func Load(ctx context.Context, store Store, folder string) (*Set, error) {
@@ -50,6 +63,7 @@ func Load(ctx context.Context, store Store, folder string) (*Set, error) {
 				return nil, fmt.Errorf("folder %s: records of bad device %q: %w", folder, d, err)
 			}
 			s.remote[id] = m
+			s.devs = append(s.devs, id)
 		}
 		err := store.FilesSince(ctx, folder, d, -1, func(f db.FileRecord) error {
 			r, err := fromDB(f)
@@ -66,7 +80,81 @@ func Load(ctx context.Context, store Store, folder string) (*Set, error) {
 			return nil, fmt.Errorf("loading folder %s: %w", folder, err)
 		}
 	}
+	slices.SortFunc(s.devs, func(a, b crypt.DeviceID) int { return bytes.Compare(a[:], b[:]) })
+	s.recount()
 	return s, nil
+}
+
+// recount computes the aggregates afresh. Callers hold mu for writing.
+func (s *Set) recount() {
+	s.counts, s.need, s.have = Counts{}, map[string]struct{}{}, map[crypt.DeviceID]*tally{}
+	s.eachName(func(name string, _ *Record) { s.account(name, 1) })
+}
+
+// account adds (sign 1) or takes away (sign -1) name's share of the
+// aggregates. A change of name's records is accounted for by taking its
+// share away before and adding it back after. Callers hold mu for writing.
+func (s *Set) account(name string, sign int64) {
+	l := s.local[name]
+	if l != nil && !l.Deleted {
+		s.counts.LocalFiles += sign
+		s.counts.LocalBytes += sign * l.Size
+	}
+	g := s.global(name)
+	if g == nil {
+		return
+	}
+	if !g.Deleted {
+		s.counts.GlobalFiles += sign
+		s.counts.GlobalBytes += sign * g.Size
+		for dev, m := range s.remote {
+			if r, ok := m[name]; ok && r.Version.Compare(g.Version) == Equal {
+				t := s.have[dev]
+				if t == nil {
+					t = &tally{}
+					s.have[dev] = t
+				}
+				t.files += sign
+				t.bytes += sign * g.Size
+			}
+		}
+	}
+	if needs(l, g) {
+		s.counts.NeedFiles += sign
+		if !g.Deleted {
+			s.counts.NeedBytes += sign * g.Size
+		}
+		if sign > 0 {
+			s.need[name] = struct{}{}
+		} else {
+			delete(s.need, name)
+		}
+	}
+}
+
+// change applies set, which changes the records of names, keeping the
+// aggregates current. Callers hold mu for writing.
+func (s *Set) change(names []string, set func()) {
+	unique := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		unique[n] = struct{}{}
+	}
+	for n := range unique {
+		s.account(n, -1)
+	}
+	set()
+	for n := range unique {
+		s.account(n, 1)
+	}
+}
+
+// names lists recs' names.
+func names(recs []Record) []string {
+	out := make([]string, len(recs))
+	for i := range recs {
+		out[i] = recs[i].Name
+	}
+	return out
 }
 
 // Local returns the local record of name.
@@ -139,10 +227,12 @@ func (s *Set) UpdateLocal(ctx context.Context, recs []Record) ([]Record, error) 
 		return nil, err
 	}
 	s.localSeq = seq
-	for i := range out {
-		r := out[i]
-		s.local[r.Name] = &r
-	}
+	s.change(names(out), func() {
+		for i := range out {
+			r := out[i]
+			s.local[r.Name] = &r
+		}
+	})
 	return out, nil
 }
 
@@ -161,15 +251,19 @@ func (s *Set) UpdateRemote(ctx context.Context, dev crypt.DeviceID, recs []Recor
 	if err := s.store.PutFiles(ctx, s.folder, dev.String(), rows); err != nil {
 		return err
 	}
-	m := s.remote[dev]
-	if m == nil {
-		m = map[string]*Record{}
-		s.remote[dev] = m
-	}
-	for i := range recs {
-		r := recs[i]
-		m[r.Name] = &r
-	}
+	s.change(names(recs), func() {
+		m := s.remote[dev]
+		if m == nil {
+			m = map[string]*Record{}
+			s.remote[dev] = m
+			i, _ := slices.BinarySearchFunc(s.devs, dev, func(a, b crypt.DeviceID) int { return bytes.Compare(a[:], b[:]) })
+			s.devs = slices.Insert(s.devs, i, dev)
+		}
+		for i := range recs {
+			r := recs[i]
+			m[r.Name] = &r
+		}
+	})
 	return nil
 }
 
@@ -182,6 +276,8 @@ func (s *Set) DropRemote(ctx context.Context, dev crypt.DeviceID) error {
 		return err
 	}
 	delete(s.remote, dev)
+	s.devs = slices.DeleteFunc(s.devs, func(d crypt.DeviceID) bool { return d == dev })
+	s.recount()
 	return nil
 }
 
@@ -218,8 +314,12 @@ func (s *Set) global(name string) *Record {
 	if r, ok := s.local[name]; ok && r.Flags&FlagLocalOnly == 0 {
 		g = r
 	}
-	for _, m := range s.remote {
-		if r, ok := m[name]; ok && (g == nil || r.Wins(g)) {
+	// In a fixed order: Wins is not transitive when some records are
+	// concurrent and others dominated, and the global record must not
+	// depend on map order (the tallies take a name's share away as they
+	// added it).
+	for _, dev := range s.devs {
+		if r, ok := s.remote[dev][name]; ok && (g == nil || r.Wins(g)) {
 			g = r
 		}
 	}
@@ -270,22 +370,9 @@ func needs(local, g *Record) bool {
 // then deletions (children before parents).
 func (s *Set) Need() []Record {
 	s.mu.RLock()
-	var out []Record
-	seen := map[string]bool{}
-	visit := func(name string) {
-		if seen[name] {
-			return
-		}
-		seen[name] = true
-		g := s.global(name)
-		if needs(s.local[name], g) {
-			out = append(out, *g)
-		}
-	}
-	for _, m := range s.remote {
-		for name := range m {
-			visit(name)
-		}
+	out := make([]Record, 0, len(s.need))
+	for name := range s.need {
+		out = append(out, *s.global(name))
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return pullBefore(&out[i], &out[j]) })
@@ -349,34 +436,12 @@ func (s *Set) eachName(fn func(name string, g *Record)) {
 	}
 }
 
-// Counts computes the folder's counts. Files count regular files,
+// Counts returns the folder's counts. Files count regular files,
 // directories and symlinks that are not deleted.
 func (s *Set) Counts() Counts {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var c Counts
-	for _, r := range s.local {
-		if !r.Deleted {
-			c.LocalFiles++
-			c.LocalBytes += r.Size
-		}
-	}
-	s.eachName(func(name string, g *Record) {
-		if g == nil {
-			return
-		}
-		if !g.Deleted {
-			c.GlobalFiles++
-			c.GlobalBytes += g.Size
-		}
-		if needs(s.local[name], g) {
-			c.NeedFiles++
-			if !g.Deleted {
-				c.NeedBytes += g.Size
-			}
-		}
-	})
-	return c
+	return s.counts
 }
 
 // Completion is the percentage of the global bytes (and files, for an
@@ -384,24 +449,15 @@ func (s *Set) Counts() Counts {
 func (s *Set) Completion(dev crypt.DeviceID) float64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	m := s.remote[dev]
-	var total, have, files, haveFiles int64
-	s.eachName(func(name string, g *Record) {
-		if g == nil || g.Deleted {
-			return
-		}
-		files++
-		total += g.Size
-		if r, ok := m[name]; ok && r.Version.Compare(g.Version) == Equal {
-			haveFiles++
-			have += g.Size
-		}
-	})
+	var have tally
+	if t := s.have[dev]; t != nil && s.remote[dev] != nil {
+		have = *t
+	}
 	switch {
-	case total > 0:
-		return 100 * float64(have) / float64(total)
-	case files > 0:
-		return 100 * float64(haveFiles) / float64(files)
+	case s.counts.GlobalBytes > 0:
+		return 100 * float64(have.bytes) / float64(s.counts.GlobalBytes)
+	case s.counts.GlobalFiles > 0:
+		return 100 * float64(have.files) / float64(s.counts.GlobalFiles)
 	}
 	return 100
 }
