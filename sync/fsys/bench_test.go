@@ -80,19 +80,27 @@ func BenchmarkPullFile(b *testing.B) {
 	}
 }
 
+// BenchmarkOpen opens a file for reading, as a peer's block request or the
+// scanner does: /beneath with the one-call open, /careful without it.
 func BenchmarkOpen(b *testing.B) {
 	for _, depth := range []int{1, 8} {
-		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			r, dir := openRoot(b)
-			name := deepDir(b, dir, depth) + "/file"
-			writeOS(b, filepath.Join(dir, name), "x")
-			for b.Loop() {
-				f, err := r.Open(name)
-				if err != nil {
-					b.Fatal(err)
+		for _, fast := range []bool{true, false} {
+			name := map[bool]string{true: "beneath", false: "careful"}[fast]
+			b.Run(fmt.Sprintf("depth=%d/%s", depth, name), func(b *testing.B) {
+				r, dir := openRoot(b)
+				file := deepDir(b, dir, depth) + "/file"
+				writeOS(b, filepath.Join(dir, file), "x")
+				if !fast {
+					r.dir = nil
 				}
-				f.Close()
-			}
-		})
+				for b.Loop() {
+					f, err := r.Open(file)
+					if err != nil {
+						b.Fatal(err)
+					}
+					f.Close()
+				}
+			})
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 // concurrent use. Close releases it.
 type Root struct {
 	root            *os.Root
+	dir             *os.File // the same directory, for openBeneath; nil if it has none
 	caseInsensitive bool
 }
 
@@ -30,12 +31,22 @@ func Open(dir string) (*Root, error) {
 		return nil, fmt.Errorf("opening folder: %w", err)
 	}
 	r := &Root{root: root}
+	if haveOpenBeneath {
+		// The root's directory itself (os.Root does not share its
+		// descriptor); a failure only costs the fast path.
+		if d, err := root.Open("."); err == nil {
+			r.dir = d
+		}
+	}
 	r.caseInsensitive = r.probeCase()
 	return r, nil
 }
 
 // Close releases the directory. Files opened from r stay usable.
 func (r *Root) Close() error {
+	if r.dir != nil {
+		r.dir.Close()
+	}
 	return r.root.Close()
 }
 
@@ -277,6 +288,18 @@ func (r *Root) checkWrite(op, name string) error {
 // accepts its type, then checks that the file opened is the one Lstat saw:
 // os.Root would follow a symlink put in its place in between.
 func (r *Root) openNoFollow(op, name string, want func(fs.FileMode) error) (*os.File, error) {
+	if r.dir != nil {
+		// One system call where the kernel can refuse every symlink and
+		// every escape itself; whatever it refuses, or a file of the
+		// wrong type, takes the careful way below, which also words the
+		// error.
+		if f := openBeneath(r.dir, name); f != nil {
+			if st, err := f.Stat(); err == nil && want(st.Mode()) == nil {
+				return f, nil
+			}
+			f.Close()
+		}
+	}
 	fi, err := r.root.Lstat(name)
 	if err != nil {
 		return nil, err

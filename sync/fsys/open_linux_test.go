@@ -1,0 +1,60 @@
+package fsys
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestOpenBeneath: the one-call open takes plain names and refuses every
+// symlink on the way and every way out, leaving those to the careful path.
+func TestOpenBeneath(t *testing.T) {
+	r, dir := openRoot(t)
+	if r.dir == nil {
+		t.Fatal("the root has no directory for the fast path")
+	}
+	outside := t.TempDir()
+	for name, data := range map[string]string{"a/f": "in", "f": "top"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("out"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"l": "f", "ld": "a", "out": outside, "outf": filepath.Join(outside, "secret")} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"f", "a/f", "a", "."} {
+		f := openBeneath(r.dir, name)
+		if f == nil {
+			t.Errorf("%s: not opened", name)
+			continue
+		}
+		f.Close()
+	}
+	for _, name := range []string{"l", "ld/f", "out/secret", "outf", "../root/f", "a/../../root/f", "missing"} {
+		if f := openBeneath(r.dir, name); f != nil {
+			f.Close()
+			t.Errorf("%s: opened", name)
+		}
+	}
+	// Through Open, the refused ones behave as before: a final symlink is
+	// refused, a symlinked directory inside the folder is followed.
+	if _, err := r.Open("l"); err == nil {
+		t.Error("Open followed a final symlink")
+	}
+	f, err := r.Open("ld/f")
+	if err != nil {
+		t.Fatalf("Open(ld/f): %v", err)
+	}
+	f.Close()
+	if _, err := r.Open("out/secret"); err == nil {
+		t.Error("Open left the folder through a symlink")
+	}
+}
