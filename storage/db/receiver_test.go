@@ -3,6 +3,7 @@ package db
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -179,5 +180,58 @@ func TestReceiverEnvelope(t *testing.T) {
 	}
 	if err := db.PutReceiverEnvelope(ctx, "nope", []byte("a"), 1); !errors.Is(err, ErrConstraint) {
 		t.Fatalf("unknown folder: %v", err)
+	}
+}
+
+// TestHeldInBatches looks up more chunks and counters than one query asks
+// about, some held and some not.
+func TestHeldInBatches(t *testing.T) {
+	db, ctx := receiverFolder(t)
+	idOf := func(i int) []byte {
+		id := make([]byte, SealedIDSize)
+		binary.BigEndian.PutUint32(id, uint32(i))
+		return id
+	}
+	var chunks []SealedChunk
+	var recs []SealedRecord
+	for i := range 3 * heldBatch {
+		if i%3 == 0 { // every third chunk and counter is held
+			chunks = append(chunks, SealedChunk{ID: idOf(i), Size: 1, StoredAt: at(1)})
+			recs = append(recs, SealedRecord{Seq: int64(len(recs) + 1), Origin: id32(9), Counter: uint64(i),
+				FileKey: id32(1), Sealed: []byte{1}, Chunks: idOf(i), StoredAt: at(1)})
+		}
+	}
+	if err := db.AppendSealed(ctx, "enc", recs, chunks); err != nil {
+		t.Fatal(err)
+	}
+	var ids [][]byte
+	var counters []uint64
+	for i := range 3*heldBatch + 7 {
+		ids = append(ids, idOf(i))
+		counters = append(counters, uint64(i))
+	}
+	counters = append(counters, math.MaxUint64)
+	heldIDs, err := db.SealedChunksHeld(ctx, "enc", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldCounters, err := db.SealedCountersHeld(ctx, "enc", id32(9), counters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3*heldBatch + 7 {
+		want := i%3 == 0 && i < 3*heldBatch
+		if heldIDs[string(idOf(i))] != want || heldCounters[uint64(i)] != want {
+			t.Fatalf("%d: chunk held %v, counter held %v, want %v", i, heldIDs[string(idOf(i))], heldCounters[uint64(i)], want)
+		}
+	}
+	if len(heldIDs) != heldBatch || len(heldCounters) != heldBatch {
+		t.Fatalf("%d chunks and %d counters held, want %d each", len(heldIDs), len(heldCounters), heldBatch)
+	}
+	if other, err := db.SealedCountersHeld(ctx, "enc", id32(8), counters); err != nil || len(other) != 0 {
+		t.Fatalf("another origin: %v, %v", other, err)
+	}
+	if none, err := db.SealedChunksHeld(ctx, "enc", nil); err != nil || len(none) != 0 {
+		t.Fatalf("no IDs: %v, %v", none, err)
 	}
 }

@@ -77,23 +77,21 @@ func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.Seale
 	}
 
 	// The chunks the new records need that the folder lacks, once each.
-	var missing [][]byte
+	var wanted [][]byte
 	seen := make(map[string]bool)
 	for _, w := range keep {
 		for _, c := range w.GetChunks() {
-			if seen[string(c)] {
-				continue
-			}
-			seen[string(c)] = true
-			has, err := r.db.HasSealedChunk(ctx, f.id, c)
-			if err != nil {
-				return err
-			}
-			if !has {
-				missing = append(missing, c)
+			if !seen[string(c)] {
+				seen[string(c)] = true
+				wanted = append(wanted, c)
 			}
 		}
 	}
+	held, err := r.db.SealedChunksHeld(ctx, f.id, wanted)
+	if err != nil {
+		return err
+	}
+	missing := slices.DeleteFunc(wanted, func(c []byte) bool { return held[string(c)] })
 	start := time.Now()
 	// The packs of this fetch are safe from a prune until it committed.
 	packs := &packer{store: r.store, f: f}
@@ -139,23 +137,34 @@ func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.Sealed
 	for _, c := range hw.Counters {
 		pruned[string(c.Origin)] = c.Counter
 	}
-	seen := make(map[originCounter]bool)
-	var keep []*protocol.SealedRecord
+	// Which of them the folder holds, asked per origin.
+	counters := make(map[string][]uint64)
+	var valid []*protocol.SealedRecord
 	for i, w := range recs {
 		if err := checkRecord(w); err != nil {
 			r.log.Debug("skipping a sealed record", "folder", f.id, "record", i, "err", err)
 			continue
 		}
+		valid = append(valid, w)
+		counters[string(w.GetOrigin())] = append(counters[string(w.GetOrigin())], w.GetCounter())
+	}
+	held := make(map[string]map[uint64]bool, len(counters))
+	for o, cs := range counters {
+		h, err := r.db.SealedCountersHeld(ctx, f.id, []byte(o), cs)
+		if err != nil {
+			return nil, err
+		}
+		held[o] = h
+	}
+	seen := make(map[originCounter]bool)
+	var keep []*protocol.SealedRecord
+	for _, w := range valid {
 		k := originCounter{string(w.GetOrigin()), w.GetCounter()}
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
-		held, err := r.db.HasSealedRecord(ctx, f.id, w.GetOrigin(), w.GetCounter())
-		if err != nil {
-			return nil, err
-		}
-		if mark, ok := pruned[k.origin]; !held && (!ok || w.GetCounter() > mark) {
+		if mark, ok := pruned[k.origin]; !held[k.origin][k.counter] && (!ok || k.counter > mark) {
 			keep = append(keep, w)
 		}
 	}
