@@ -3,7 +3,9 @@ package fsys
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOpenBeneath: the one-call open takes plain names and refuses every
@@ -56,5 +58,38 @@ func TestOpenBeneath(t *testing.T) {
 	f.Close()
 	if _, err := r.Open("out/secret"); err == nil {
 		t.Error("Open left the folder through a symlink")
+	}
+}
+
+// TestOpenFIFO: a FIFO where a file is asked for is refused at once, not
+// waited on until some writer opens it.
+func TestOpenFIFO(t *testing.T) {
+	r, dir := openRoot(t)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := r.Open("fifo")
+		if err == nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a FIFO was opened as a file")
+		}
+	case <-time.After(5 * time.Second):
+		// Unblock the open before failing, so the test can end.
+		if w, err := os.OpenFile(filepath.Join(dir, "fifo"), os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("opening a FIFO blocked")
+	}
+	if f := openBeneath(r.dir, "fifo"); f != nil {
+		f.Close()
+		t.Fatal("openBeneath returned a FIFO")
 	}
 }
