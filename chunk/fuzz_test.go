@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"testing/iotest"
@@ -62,7 +63,7 @@ func FuzzSplitParallel(f *testing.F) {
 		}
 		k := 1 + int(parts)%len(sps)
 		var got []Chunk
-		err = splitParallel(bytes.NewReader(data), int64(n), sps[:k], max(1, int64(n/k)), func(c Chunk) error {
+		err = splitParallel(context.Background(), bytes.NewReader(data), int64(n), sps[:k], max(1, int64(n/k)), func(c Chunk) error {
 			got = append(got, c)
 			return nil
 		})

@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -29,21 +30,34 @@ var errConverged = errors.New("converged")
 // (a long run that cuts only at MaxSize) the stitching cuts the rest
 // sequentially, still correct.
 //
-// sps must not be empty. Errors: a read error from r (wrapped, as Split
-// wraps it) or an error from fn, unchanged; no more calls of fn follow
-// either.
-func SplitParallel(r io.ReaderAt, size int64, sps []*Splitter, fn func(Chunk) error) error {
-	return splitParallel(r, size, sps, MinSegment, fn)
+// If r holds fewer than size bytes, the chunks are those of the bytes it
+// holds, as Split would give them. sps must not be empty. Errors: a read
+// error from r (wrapped, as Split wraps it), ctx's error once it ends
+// (checked at every chunk), or an error from fn, unchanged; no more calls
+// of fn follow any of them.
+func SplitParallel(ctx context.Context, r io.ReaderAt, size int64, sps []*Splitter, fn func(Chunk) error) error {
+	return splitParallel(ctx, r, size, sps, MinSegment, fn)
+}
+
+// Parts returns how many goroutines SplitParallel would use for a stream
+// of size bytes with n Splitters: the Splitters worth asking for.
+func Parts(size int64, n int) int {
+	return max(1, int(min(int64(n), size/MinSegment)))
 }
 
 // splitParallel is SplitParallel with parts of at least minSegment bytes,
 // so tests can stitch many parts of a small stream.
-func splitParallel(r io.ReaderAt, size int64, sps []*Splitter, minSegment int64, fn func(Chunk) error) error {
+func splitParallel(ctx context.Context, r io.ReaderAt, size int64, sps []*Splitter, minSegment int64, fn func(Chunk) error) error {
 	n := min(int64(len(sps)), size/minSegment)
 	if n <= 1 {
-		return sps[0].Split(io.NewSectionReader(r, 0, size), func(c Chunk, _ []byte) error { return fn(c) })
+		return sps[0].Split(io.NewSectionReader(r, 0, size), func(c Chunk, _ []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fn(c)
+		})
 	}
-	parts := cutParts(r, size, sps[:n])
+	parts := cutParts(ctx, r, size, sps[:n])
 	for i := range parts {
 		if parts[i].err != nil {
 			return parts[i].err
@@ -63,15 +77,19 @@ func splitParallel(r io.ReaderAt, size int64, sps []*Splitter, minSegment int64,
 			}
 			return nil
 		}
-		// The part's final chunk ends only because the part does.
-		end := len(p.chunks) - 1
-		for _, c := range p.chunks[from:end] {
-			if err := fn(c); err != nil {
-				return err
+		// The part's final chunk ends only because the part does. A part
+		// with no chunks read nothing (the stream is shorter than size):
+		// only the first can be followed so, from its start.
+		start := p.start
+		if end := len(p.chunks) - 1; end >= 0 {
+			for _, c := range p.chunks[from:end] {
+				if err := fn(c); err != nil {
+					return err
+				}
 			}
+			start = p.chunks[end].Offset
 		}
-		start := p.chunks[end].Offset
-		next, at, err := stitch(r, size, start, sps[0], parts[k+1:], fn)
+		next, at, err := stitch(ctx, r, size, start, sps[0], parts[k+1:], fn)
 		if err != nil || next < 0 {
 			return err
 		}
@@ -89,7 +107,7 @@ type part struct {
 
 // cutParts cuts size bytes of r in len(sps) parts of about equal size, one
 // goroutine each.
-func cutParts(r io.ReaderAt, size int64, sps []*Splitter) []part {
+func cutParts(ctx context.Context, r io.ReaderAt, size int64, sps []*Splitter) []part {
 	n := int64(len(sps))
 	parts := make([]part, n)
 	var wg sync.WaitGroup
@@ -99,6 +117,9 @@ func cutParts(r io.ReaderAt, size int64, sps []*Splitter) []part {
 		wg.Go(func() {
 			p.starts = make(map[int64]int)
 			p.err = sps[k].Split(io.NewSectionReader(r, p.start, p.end-p.start), func(c Chunk, _ []byte) error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				c.Offset += p.start
 				p.starts[c.Offset] = len(p.chunks)
 				p.chunks = append(p.chunks, c)
@@ -114,9 +135,12 @@ func cutParts(r io.ReaderAt, size int64, sps []*Splitter) []part {
 // each chunk, until a chunk ends where a chunk of one of parts starts. It
 // returns that part's index in parts and the chunk's, or next = -1 when it
 // reached the end of the stream first.
-func stitch(r io.ReaderAt, size, start int64, sp *Splitter, parts []part, fn func(Chunk) error) (next, at int, err error) {
+func stitch(ctx context.Context, r io.ReaderAt, size, start int64, sp *Splitter, parts []part, fn func(Chunk) error) (next, at int, err error) {
 	next = -1
 	err = sp.Split(io.NewSectionReader(r, start, size-start), func(c Chunk, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		c.Offset += start
 		if err := fn(c); err != nil {
 			return err

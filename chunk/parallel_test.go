@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,7 @@ func splitters(t testing.TB, n int) []*Splitter {
 func parallelChunks(t *testing.T, data []byte, sps []*Splitter, minSegment int64) []Chunk {
 	t.Helper()
 	var got []Chunk
-	err := splitParallel(bytes.NewReader(data), int64(len(data)), sps, minSegment, func(c Chunk) error {
+	err := splitParallel(context.Background(), bytes.NewReader(data), int64(len(data)), sps, minSegment, func(c Chunk) error {
 		got = append(got, c)
 		return nil
 	})
@@ -106,14 +107,39 @@ func TestSplitParallelErrors(t *testing.T) {
 	data := prngBytes(t, 4, 12<<20)
 	for _, failAt := range []int64{100, 5 << 20, 11 << 20} {
 		r := failingReaderAt{bytes.NewReader(data), failAt}
-		err := splitParallel(r, int64(len(data)), splitters(t, 3), 1<<20, func(Chunk) error { return nil })
+		err := splitParallel(context.Background(), r, int64(len(data)), splitters(t, 3), 1<<20, func(Chunk) error { return nil })
 		if !errors.Is(err, errDisk) {
 			t.Errorf("read failing at %d: got %v, want the read error", failAt, err)
 		}
 	}
+	// A stream shorter than its size: the chunks of what it holds, even
+	// when the first part reads nothing.
+	seq := newTestSplitter(t, testPol)
+	for _, holds := range []int{0, 100, 1 << 20, 5<<20 + 3, 11 << 20} {
+		want, err := seq.Chunks(bytes.NewReader(data[:holds]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Chunk
+		err = splitParallel(context.Background(), bytes.NewReader(data[:holds]), int64(len(data)), splitters(t, 3), 1<<20, func(c Chunk) error {
+			got = append(got, c)
+			return nil
+		})
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("stream of %d bytes for %d: %d chunks, %v; want %d", holds, len(data), len(got), err, len(want))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := splitParallel(ctx, bytes.NewReader(data), int64(len(data)), splitters(t, 3), 1<<20, func(Chunk) error {
+		t.Fatal("fn called after ctx ended")
+		return nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended ctx: %v", err)
+	}
 	stop := errors.New("enough")
 	calls := 0
-	err := splitParallel(bytes.NewReader(data), int64(len(data)), splitters(t, 3), 1<<20, func(Chunk) error {
+	err := splitParallel(context.Background(), bytes.NewReader(data), int64(len(data)), splitters(t, 3), 1<<20, func(Chunk) error {
 		calls++
 		if calls == 12 {
 			return stop
@@ -132,7 +158,7 @@ func BenchmarkSplitParallel(b *testing.B) {
 	sps := splitters(b, 2)
 	b.SetBytes(benchSize)
 	for b.Loop() {
-		if err := SplitParallel(bytes.NewReader(data), benchSize, sps, func(Chunk) error { return nil }); err != nil {
+		if err := SplitParallel(context.Background(), bytes.NewReader(data), benchSize, sps, func(Chunk) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

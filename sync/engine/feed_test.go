@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -102,5 +103,34 @@ func TestPullJoins(t *testing.T) {
 	case <-f.pullCh:
 	default:
 		t.Fatal("what was left is not pulled next")
+	}
+}
+
+// TestPullCanceledReturns: a pull whose context ends while its workers
+// finish items quickly returns. Workers used to block reporting an item to
+// a feeder that had stopped reading, and the pull never ended.
+func TestPullCanceledReturns(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	var recs []index.Record
+	for i := range 300 {
+		recs = append(recs, peerFile(peer, fmt.Sprintf("f%03d", i), index.File, uint64(i+1)))
+	}
+	announce(t, f, peer, recs...)
+	fail := func(*index.Record, error) {} // no peer is connected: every item fails at once
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			f.pullFiles(ctx, f.set.Need(), fail)
+			close(done)
+		}()
+		time.Sleep(time.Duration(i%8) * 200 * time.Microsecond)
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: the canceled pull did not return", i)
+		}
 	}
 }

@@ -157,8 +157,8 @@ func (f *folder) pullFiles(ctx context.Context, files []index.Record, fail func(
 	mem := semaphore.NewWeighted(maxBytesInAir)
 	work := make(chan *index.Record)
 	out := make(chan done, finisherBatch)
-	// A worker reports each item it is through with; at most one each is
-	// unread when the feeder stops early.
+	// A worker reports each item it is through with; once ctx ends the
+	// feeder stops reading, and reports are dropped.
 	through := make(chan struct{}, f.e.opts.Workers)
 
 	var fin sync.WaitGroup
@@ -174,7 +174,10 @@ func (f *folder) pullFiles(ctx context.Context, files []index.Record, fail func(
 				} else {
 					out <- d
 				}
-				through <- struct{}{}
+				select {
+				case through <- struct{}{}:
+				case <-ctx.Done():
+				}
 			}
 		})
 	}

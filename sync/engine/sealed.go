@@ -413,7 +413,7 @@ func OpenSealed(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (i
 }
 
 // requestSealed fetches a block from a receiver by its chunk ID and opens
-// it; the caller checks the plaintext hash as for any peer.
+// it, which checks its plaintext against the block's hash.
 func (f *folder) requestSealed(ctx context.Context, peer crypt.DeviceID, b index.Block) ([]byte, error) {
 	keys := f.keys(ctx)
 	if keys == nil {

@@ -499,6 +499,8 @@ func (s *Set) Renumber(ctx context.Context, after int64) error {
 		return err
 	}
 	s.localSeq = seq
+	// Only sequences change, which neither the global record nor the
+	// tallies depend on: nothing to account for.
 	for i := range out {
 		r := out[i]
 		s.local[r.Name] = &r

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,5 +253,38 @@ func TestScanCancelAfterLastRecord(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || calls != 1 {
 			t.Fatalf("err %v after %d calls", err, calls)
 		}
+	}
+}
+
+// understatedFile reports a size smaller than its content, as some FUSE
+// and pseudo files do.
+type understatedFile struct{ fsys.File }
+
+func (u understatedFile) Stat() (fs.FileInfo, error) {
+	fi, err := u.File.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return understatedInfo{fi}, nil
+}
+
+type understatedInfo struct{ fs.FileInfo }
+
+func (u understatedInfo) Size() int64 { return u.FileInfo.Size() - 3 }
+
+// TestScanMoreThanItsSize: a file holding more than its stated size is
+// not recorded as its first size bytes.
+func TestScanMoreThanItsSize(t *testing.T) {
+	tr, cfs, known := scanned(t)
+	writeFile(t, tr.root, "a/small.txt", []byte("more than it says"), 0o640)
+	cfs.wrap = func(name string, _ int, f fsys.File) fsys.File {
+		if name != "a/small.txt" {
+			return f
+		}
+		return understatedFile{f}
+	}
+	res := scanDir(t, cfs, known, nil, Options{})
+	if len(res.recs) != 0 || len(res.skips) != 1 || !errors.Is(res.skips[0].err, ErrChanging) {
+		t.Fatalf("records %v, skips %v", res.recs, res.skips)
 	}
 }

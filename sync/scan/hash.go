@@ -74,27 +74,26 @@ func (h *hasher) read(name string) (index.Record, error) {
 	}
 	// A large file is cut by as many goroutines as there are idle
 	// Splitters: the file a user just saved is often the only one to scan.
-	want := 1
-	if before.Size() >= 2*chunk.MinSegment {
-		want = h.sps.max
-	}
-	sps, err := h.sps.get(want)
+	sps, err := h.sps.get(chunk.Parts(before.Size(), h.sps.max))
 	if err != nil {
 		return index.Record{}, err
 	}
 	defer h.sps.put(sps)
 	var blocks []index.Block
 	var n int64
-	err = chunk.SplitParallel(f, before.Size(), sps, func(c chunk.Chunk) error {
-		if err := h.ctx.Err(); err != nil {
-			return err
-		}
+	err = chunk.SplitParallel(h.ctx, f, before.Size(), sps, func(c chunk.Chunk) error {
 		blocks = append(blocks, index.Block{Offset: c.Offset, Size: c.Size, Hash: c.Hash})
 		n += int64(c.Size)
 		return nil
 	})
 	if err != nil {
 		return index.Record{}, err
+	}
+	// The size bytes were read; a file with more than its stated size
+	// (some FUSE and pseudo files) is not described by them.
+	var probe [1]byte
+	if k, _ := f.ReadAt(probe[:], before.Size()); k > 0 {
+		return index.Record{}, fmt.Errorf("%w: more than its size of %d bytes", errChanged, before.Size())
 	}
 	after, err := f.Stat()
 	if err != nil {
