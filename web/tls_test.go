@@ -198,3 +198,37 @@ func TestFingerprintFormat(t *testing.T) {
 		t.Errorf("Fingerprint(nil) = %s", got)
 	}
 }
+
+// TestServeStopsWithOpenConnection: a connection that never sends a
+// request (browsers open them ahead) does not make stopping the console
+// fail; it is closed after the grace.
+func TestServeStopsWithOpenConnection(t *testing.T) {
+	database, err := db.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := New(ctx, "127.0.0.1:0", Config{ID: crypt.DeviceID{7}, DB: database, Conns: fakeConns{}, Engine: fakeEngine{}, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.grace = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	c, err := net.Dial("tcp", s.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // accepted, nothing sent
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+}
