@@ -22,12 +22,13 @@ import (
 
 // folderStatus reads one folder's status from a node.
 type folderStatusJSON struct {
-	State       string `json:"state"`
-	LocalFiles  int64  `json:"localFiles"`
-	GlobalFiles int64  `json:"globalFiles"`
-	NeedFiles   int64  `json:"needFiles"`
-	PulledBytes int64  `json:"pulledBytes"`
-	ReusedBytes int64  `json:"reusedBytes"`
+	State        string `json:"state"`
+	LocalFiles   int64  `json:"localFiles"`
+	GlobalFiles  int64  `json:"globalFiles"`
+	NeedFiles    int64  `json:"needFiles"`
+	PulledBytes  int64  `json:"pulledBytes"`
+	PulledBlocks int64  `json:"pulledBlocks"`
+	ReusedBytes  int64  `json:"reusedBytes"`
 }
 
 func (n *node) folder(tb testing.TB) folderStatusJSON {
@@ -184,7 +185,7 @@ func BenchmarkSyncInsertByte(b *testing.B) {
 		writeFile(b, filepath.Join(aDir, "large.bin"), data, 0o644)
 		na, nb := pairWithFolder(b, aDir, bDir)
 		waitComplete(b, nb, 1)
-		before := nb.folder(b).PulledBytes
+		st0 := nb.folder(b)
 		edited := append([]byte{'!'}, data...)
 		// Saved the way editors save (write aside, rename over), so one
 		// version is scanned, and timed from the save: writing 256 MiB is
@@ -210,7 +211,8 @@ func BenchmarkSyncInsertByte(b *testing.B) {
 		}
 		st := nb.folder(b)
 		b.ReportMetric(secs, "s")
-		b.ReportMetric(float64(st.PulledBytes-before), "bytes-pulled")
+		b.ReportMetric(float64(st.PulledBytes-st0.PulledBytes), "bytes-pulled")
+		b.ReportMetric(float64(st.PulledBlocks-st0.PulledBlocks), "chunks-pulled")
 		b.ReportMetric(float64(st.ReusedBytes), "bytes-reused")
 		na.stop()
 		nb.stop()

@@ -37,7 +37,7 @@ func TestSyncThreeNodes(t *testing.T) {
 	}
 
 	checkStatusAfterSync(t, c)
-	pulledBefore := c.nodes[0].folder(t).PulledBytes
+	before := c.nodes[0].folder(t)
 
 	// Changes on different nodes.
 	b, cc := c.dirs[1], c.dirs[2]
@@ -65,8 +65,15 @@ func TestSyncThreeNodes(t *testing.T) {
 	}
 	// The nodes adopted one chunking polynomial, so the big file's edit
 	// moved a chunk or two, not the file.
-	if pulled := c.nodes[0].folder(t).PulledBytes - pulledBefore; pulled > int64(len(big))/2 {
+	after := c.nodes[0].folder(t)
+	if pulled := after.PulledBytes - before.PulledBytes; pulled > int64(len(big))/2 {
 		t.Errorf("a pulled %d bytes for a 6-byte insert into a %d-byte file", pulled, len(big))
+	}
+	// Besides the big file, small.txt changed and nested.bin moved (copied
+	// from its old place, or fetched if that is gone first): the insert at
+	// the start changed at most the two chunks it can.
+	if blocks := after.PulledBlocks - before.PulledBlocks; blocks < 2 || blocks > 4 {
+		t.Errorf("a pulled %d blocks for a 6-byte insert, a small edit and a move, want 2 to 4", blocks)
 	}
 }
 

@@ -36,6 +36,8 @@ type FolderStatus struct {
 	// bytes fetched from peers and those copied from local files instead.
 	PulledBytes int64 `json:"pulledBytes"`
 	ReusedBytes int64 `json:"reusedBytes"`
+	// PulledBlocks counts the blocks of PulledBytes.
+	PulledBlocks int64 `json:"pulledBlocks"`
 	// TamperedRecords and TamperedChunks count, since the node started,
 	// records and chunks from receivers that failed verification.
 	TamperedRecords int64 `json:"tamperedRecords,omitempty"`

@@ -69,7 +69,7 @@ type folder struct {
 
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead.
-	pulledBytes, reusedBytes atomic.Int64
+	pulledBytes, reusedBytes, pulledBlocks atomic.Int64
 	// Since start: records and chunks from receivers that failed
 	// verification.
 	tamperedRecords, tamperedChunks atomic.Int64

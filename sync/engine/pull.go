@@ -402,6 +402,7 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 			continue
 		}
 		f.pulledBytes.Add(int64(b.Size))
+		f.pulledBlocks.Add(1)
 		return data, nil
 	}
 	return nil, fmt.Errorf("block at offset %d: %w", b.Offset, lastErr)

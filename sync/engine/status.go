@@ -14,8 +14,9 @@ type FolderStatus struct {
 	// PullTotal and PullDone are the bytes of the pull under way.
 	PullTotal, PullDone int64
 	// PulledBytes and ReusedBytes count, since the node started, block
-	// bytes fetched from peers and those copied from local files instead.
-	PulledBytes, ReusedBytes int64
+	// bytes fetched from peers and those copied from local files instead;
+	// PulledBlocks the blocks fetched.
+	PulledBytes, ReusedBytes, PulledBlocks int64
 	// TamperedRecords and TamperedChunks count, since the node started,
 	// records and chunks from receivers that failed verification (never
 	// used).
@@ -57,7 +58,7 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	}
 	f.mu.Unlock()
 	st.Counts = f.set.Counts()
-	st.PulledBytes, st.ReusedBytes = f.pulledBytes.Load(), f.reusedBytes.Load()
+	st.PulledBytes, st.ReusedBytes, st.PulledBlocks = f.pulledBytes.Load(), f.reusedBytes.Load(), f.pulledBlocks.Load()
 	st.TamperedRecords, st.TamperedChunks = f.tamperedRecords.Load(), f.tamperedChunks.Load()
 	if f.restoring.Load() {
 		st.Restoring = true
