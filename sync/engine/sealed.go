@@ -34,6 +34,12 @@ const (
 	maxSealedRecords = 2000
 	// sealedWindow is how many SealedIndex messages may await their ack.
 	sealedWindow = 4
+	// Chunks of at most inlineChunk bytes (small files, file tails) are
+	// sent along with their records, up to inlineBytes a message, instead
+	// of costing the receiver a request each; a receiver that holds one
+	// already drops it.
+	inlineChunk = 64 << 10
+	inlineBytes = 8 << 20
 )
 
 // Settings keys of encrypted shares.
@@ -228,7 +234,8 @@ func (pc *peerConn) sendSealed(ctx context.Context, u *upload, start int64) {
 			u.mu.Lock()
 			u.inflight = append(u.inflight, last)
 			u.mu.Unlock()
-			if err := pc.conn.SealedIndex(ctx, &protocol.SealedIndex{Folder: f.id, Records: batch}); err != nil {
+			msg := &protocol.SealedIndex{Folder: f.id, Records: batch, Inline: u.inline(recs[:n])}
+			if err := pc.conn.SealedIndex(ctx, msg); err != nil {
 				if ctx.Err() == nil {
 					f.log.Debug("sending sealed index", "device", pc.id.String(), "err", err)
 				}
@@ -258,18 +265,10 @@ func (pc *peerConn) serveSealedChunk(req *protocol.Request) ([]byte, error) {
 	if !ok {
 		return nil, protocol.ErrNoSuchFile
 	}
-	plain, err := u.f.readBlock(&protocol.Request{Name: ref.name, Offset: ref.offset, Size: ref.size})
-	if err != nil {
-		return nil, err
-	}
-	defer putBlock(plain)
-	if chunk.HashOf(plain) != ref.hash {
-		return nil, protocol.ErrInvalidFile // changed since it was scanned
-	}
 	// Into a pooled buffer, given back by Release once the frame is sent:
 	// fresh memory for every chunk made page faults the largest cost.
-	buf := getBlock(crypt.SealedChunkLen(len(plain)))
-	_, body, err := u.keys.SealChunkTo(buf[:0], plain, ref.hash, true)
+	buf := getBlock(crypt.SealedChunkLen(int(ref.size)))
+	body, err := u.sealedBody(ref, buf[:0])
 	if err != nil || len(body) > int(req.GetSize()) {
 		putBlock(buf)
 		return nil, cmp.Or(err, protocol.ErrInvalidFile)
@@ -278,6 +277,54 @@ func (pc *peerConn) serveSealedChunk(req *protocol.Request) ([]byte, error) {
 		putBlock(buf) // compressed: sealed elsewhere
 	}
 	return body, nil
+}
+
+// sealedBody reads the block ref names, checks it against its hash (the
+// file may have changed since it was scanned) and seals it, into dst's
+// backing array when it has room.
+func (u *upload) sealedBody(ref blockRef, dst []byte) ([]byte, error) {
+	plain, err := u.f.readBlock(&protocol.Request{Name: ref.name, Offset: ref.offset, Size: ref.size})
+	if err != nil {
+		return nil, err
+	}
+	defer putBlock(plain)
+	if chunk.HashOf(plain) != ref.hash {
+		return nil, protocol.ErrInvalidFile
+	}
+	_, body, err := u.keys.SealChunkTo(dst, plain, ref.hash, true)
+	return body, err
+}
+
+// inline seals the small chunks of recs to send along with them, each
+// once, up to inlineBytes. A chunk that cannot be read as it was scanned
+// is left out; the receiver requests it and hears why.
+func (u *upload) inline(recs []index.Record) []*protocol.InlineChunk {
+	var out []*protocol.InlineChunk
+	seen := make(map[crypt.ChunkID]bool)
+	total := 0
+	for i := range recs {
+		r := &recs[i]
+		if r.Deleted || r.Type != index.File {
+			continue
+		}
+		for _, b := range r.Blocks {
+			id := u.keys.ChunkID(b.Hash)
+			if b.Size > inlineChunk || seen[id] {
+				continue
+			}
+			seen[id] = true
+			body, err := u.sealedBody(blockRef{name: r.Name, offset: b.Offset, size: b.Size, hash: b.Hash}, nil)
+			if err != nil {
+				continue
+			}
+			if total+len(body) > inlineBytes {
+				return out
+			}
+			total += len(body)
+			out = append(out, &protocol.InlineChunk{Id: id[:], Body: body})
+		}
+	}
+	return out
 }
 
 // sealedAck handles a receiver's acknowledgement of our records.

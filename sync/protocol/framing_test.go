@@ -287,6 +287,10 @@ func malformedFrames(t testing.TB) map[string][]byte {
 	sealedFrame := func(r *SealedRecord) []byte {
 		return rawFrame(MessageType_MESSAGE_TYPE_SEALED_INDEX, 0, mustMarshal(&SealedIndex{Folder: "f", Records: []*SealedRecord{goodSealed(), r}}))
 	}
+	inlineFrame := func(c *InlineChunk) []byte {
+		return rawFrame(MessageType_MESSAGE_TYPE_SEALED_INDEX, 0, mustMarshal(&SealedIndex{Folder: "f", Records: []*SealedRecord{goodSealed()},
+			Inline: []*InlineChunk{{Id: make([]byte, HashSize), Body: []byte{1}}, c}}))
+	}
 	claimFrame := func(edit func(*ReceiverClaim)) []byte {
 		c := testClaim(3)
 		edit(c)
@@ -304,6 +308,8 @@ func malformedFrames(t testing.TB) map[string][]byte {
 		"sealed file key missing":        sealedFrame(shortKey),
 		"sealed chunk ID of 33 bytes":    sealedFrame(shortChunk),
 		"sealed negative sequence":       sealedFrame(negSeq),
+		"inline chunk ID of 31 bytes":    inlineFrame(&InlineChunk{Id: make([]byte, 31), Body: []byte{1}}),
+		"inline chunk without a body":    inlineFrame(&InlineChunk{Id: make([]byte, HashSize)}),
 		"sealed chunk request, no ID":    requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_SEALED_CHUNK, Size: 10}),
 		"versions of a 31-byte file key": requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_VERSIONS, FileKey: make([]byte, 31)}),
 		"envelope over 64 KiB":           requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_ENVELOPE_PUT, Envelope: make([]byte, MaxEnvelopeSize+1)}),

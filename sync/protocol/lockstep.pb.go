@@ -1430,8 +1430,13 @@ func (x *Close) GetReason() string {
 type SealedIndex struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The folder ID.
-	Folder        string          `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
-	Records       []*SealedRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	Folder  string          `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
+	Records []*SealedRecord `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	// Sealed chunks sent along with the records, from a trusted device to a
+	// receiver: small ones, which would otherwise cost a request each. Each
+	// ID is one the records reference; the receiver stores those it lacks
+	// and requests the rest as usual.
+	Inline        []*InlineChunk `protobuf:"bytes,3,rep,name=inline,proto3" json:"inline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1480,6 +1485,66 @@ func (x *SealedIndex) GetRecords() []*SealedRecord {
 	return nil
 }
 
+func (x *SealedIndex) GetInline() []*InlineChunk {
+	if x != nil {
+		return x.Inline
+	}
+	return nil
+}
+
+// InlineChunk is a sealed chunk and its ID.
+type InlineChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InlineChunk) Reset() {
+	*x = InlineChunk{}
+	mi := &file_lockstep_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InlineChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InlineChunk) ProtoMessage() {}
+
+func (x *InlineChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InlineChunk.ProtoReflect.Descriptor instead.
+func (*InlineChunk) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InlineChunk) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *InlineChunk) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 // SealedRecord is one file record of an encrypted folder, sealed with the
 // folder's record key. The receiver can read everything but sealed.
 type SealedRecord struct {
@@ -1516,7 +1581,7 @@ type SealedRecord struct {
 
 func (x *SealedRecord) Reset() {
 	*x = SealedRecord{}
-	mi := &file_lockstep_proto_msgTypes[15]
+	mi := &file_lockstep_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1593,7 @@ func (x *SealedRecord) String() string {
 func (*SealedRecord) ProtoMessage() {}
 
 func (x *SealedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[15]
+	mi := &file_lockstep_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1606,7 @@ func (x *SealedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedRecord.ProtoReflect.Descriptor instead.
 func (*SealedRecord) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{15}
+	return file_lockstep_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SealedRecord) GetSequence() int64 {
@@ -1614,7 +1679,7 @@ type SealedPayload struct {
 
 func (x *SealedPayload) Reset() {
 	*x = SealedPayload{}
-	mi := &file_lockstep_proto_msgTypes[16]
+	mi := &file_lockstep_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1691,7 @@ func (x *SealedPayload) String() string {
 func (*SealedPayload) ProtoMessage() {}
 
 func (x *SealedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[16]
+	mi := &file_lockstep_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1704,7 @@ func (x *SealedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedPayload.ProtoReflect.Descriptor instead.
 func (*SealedPayload) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{16}
+	return file_lockstep_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SealedPayload) GetFile() *FileInfo {
@@ -1670,7 +1735,7 @@ type SealedAck struct {
 
 func (x *SealedAck) Reset() {
 	*x = SealedAck{}
-	mi := &file_lockstep_proto_msgTypes[17]
+	mi := &file_lockstep_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1747,7 @@ func (x *SealedAck) String() string {
 func (*SealedAck) ProtoMessage() {}
 
 func (x *SealedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[17]
+	mi := &file_lockstep_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1760,7 @@ func (x *SealedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedAck.ProtoReflect.Descriptor instead.
 func (*SealedAck) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{17}
+	return file_lockstep_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SealedAck) GetFolder() string {
@@ -1733,7 +1798,7 @@ type ReceiverClaims struct {
 
 func (x *ReceiverClaims) Reset() {
 	*x = ReceiverClaims{}
-	mi := &file_lockstep_proto_msgTypes[18]
+	mi := &file_lockstep_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1810,7 @@ func (x *ReceiverClaims) String() string {
 func (*ReceiverClaims) ProtoMessage() {}
 
 func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[18]
+	mi := &file_lockstep_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1823,7 @@ func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverClaims.ProtoReflect.Descriptor instead.
 func (*ReceiverClaims) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{18}
+	return file_lockstep_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReceiverClaims) GetClaims() []*ReceiverClaim {
@@ -1794,7 +1859,7 @@ type ReceiverClaim struct {
 
 func (x *ReceiverClaim) Reset() {
 	*x = ReceiverClaim{}
-	mi := &file_lockstep_proto_msgTypes[19]
+	mi := &file_lockstep_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1871,7 @@ func (x *ReceiverClaim) String() string {
 func (*ReceiverClaim) ProtoMessage() {}
 
 func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[19]
+	mi := &file_lockstep_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1884,7 @@ func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverClaim.ProtoReflect.Descriptor instead.
 func (*ReceiverClaim) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{19}
+	return file_lockstep_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReceiverClaim) GetFolder() string {
@@ -1945,10 +2010,14 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x04code\x18\x03 \x01(\x0e2\x16.lockstep.v1.ErrorCodeR\x04code\"\x06\n" +
 	"\x04Ping\"\x1f\n" +
 	"\x05Close\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"Z\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x8c\x01\n" +
 	"\vSealedIndex\x12\x16\n" +
 	"\x06folder\x18\x01 \x01(\tR\x06folder\x123\n" +
-	"\arecords\x18\x02 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\"\xde\x01\n" +
+	"\arecords\x18\x02 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\x120\n" +
+	"\x06inline\x18\x03 \x03(\v2\x18.lockstep.v1.InlineChunkR\x06inline\"1\n" +
+	"\vInlineChunk\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\"\xde\x01\n" +
 	"\fSealedRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\fR\x06origin\x12\x18\n" +
@@ -2023,7 +2092,7 @@ func file_lockstep_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_lockstep_proto_goTypes = []any{
 	(MessageType)(0),       // 0: lockstep.v1.MessageType
 	(FolderType)(0),        // 1: lockstep.v1.FolderType
@@ -2045,11 +2114,12 @@ var file_lockstep_proto_goTypes = []any{
 	(*Ping)(nil),           // 17: lockstep.v1.Ping
 	(*Close)(nil),          // 18: lockstep.v1.Close
 	(*SealedIndex)(nil),    // 19: lockstep.v1.SealedIndex
-	(*SealedRecord)(nil),   // 20: lockstep.v1.SealedRecord
-	(*SealedPayload)(nil),  // 21: lockstep.v1.SealedPayload
-	(*SealedAck)(nil),      // 22: lockstep.v1.SealedAck
-	(*ReceiverClaims)(nil), // 23: lockstep.v1.ReceiverClaims
-	(*ReceiverClaim)(nil),  // 24: lockstep.v1.ReceiverClaim
+	(*InlineChunk)(nil),    // 20: lockstep.v1.InlineChunk
+	(*SealedRecord)(nil),   // 21: lockstep.v1.SealedRecord
+	(*SealedPayload)(nil),  // 22: lockstep.v1.SealedPayload
+	(*SealedAck)(nil),      // 23: lockstep.v1.SealedAck
+	(*ReceiverClaims)(nil), // 24: lockstep.v1.ReceiverClaims
+	(*ReceiverClaim)(nil),  // 25: lockstep.v1.ReceiverClaim
 }
 var file_lockstep_proto_depIdxs = []int32{
 	7,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
@@ -2063,14 +2133,15 @@ var file_lockstep_proto_depIdxs = []int32{
 	13, // 8: lockstep.v1.Vector.counters:type_name -> lockstep.v1.Counter
 	4,  // 9: lockstep.v1.Request.kind:type_name -> lockstep.v1.RequestKind
 	3,  // 10: lockstep.v1.Response.code:type_name -> lockstep.v1.ErrorCode
-	20, // 11: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
-	11, // 12: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
-	24, // 13: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	21, // 11: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
+	20, // 12: lockstep.v1.SealedIndex.inline:type_name -> lockstep.v1.InlineChunk
+	11, // 13: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
+	25, // 14: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_lockstep_proto_init() }
@@ -2084,7 +2155,7 @@ func file_lockstep_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstep_proto_rawDesc), len(file_lockstep_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -66,7 +66,17 @@ func validate(msg proto.Message) error {
 			return fmt.Errorf("request: file key of %d bytes", n)
 		}
 	case *SealedIndex:
-		return validateSealed(m.GetRecords())
+		if err := validateSealed(m.GetRecords()); err != nil {
+			return err
+		}
+		for i, c := range m.GetInline() {
+			if len(c.GetId()) != HashSize {
+				return fmt.Errorf("inline chunk %d: ID of %d bytes", i, len(c.GetId()))
+			}
+			if len(c.GetBody()) == 0 {
+				return fmt.Errorf("inline chunk %d: empty", i)
+			}
+		}
 	case *SealedAck:
 		if m.GetSequence() < 0 {
 			return fmt.Errorf("sealed ack sequence: %w", errNegative)

@@ -54,9 +54,13 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 	if len(recs) == 0 {
 		return nil
 	}
+	inline := make(map[string][]byte, len(idx.GetInline()))
+	for _, c := range idx.GetInline() {
+		inline[string(c.GetId())] = c.GetBody()
+	}
 	var err error
 	for range maxIngestTries {
-		if err = r.storeNew(ctx, l, recs); !errors.Is(err, errCollected) {
+		if err = r.storeNew(ctx, l, recs, inline); !errors.Is(err, errCollected) {
 			break
 		}
 	}
@@ -66,9 +70,10 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 	return l.p.SealedAck(ctx, &protocol.SealedAck{Folder: l.folder.id, Sequence: recs[len(recs)-1].GetSequence()})
 }
 
-// storeNew stores the records of recs that are new, fetching the chunks
-// they need from the peer.
-func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.SealedRecord) error {
+// storeNew stores the records of recs that are new, taking the chunks
+// they need from inline (bodies by chunk ID that came with them) or else
+// fetching them from the peer.
+func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.SealedRecord, inline map[string][]byte) error {
 	f := l.folder
 	epoch := f.collected.Load()
 	keep, err := r.fresh(ctx, f, recs)
@@ -96,7 +101,7 @@ func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.Seale
 	// The packs of this fetch are safe from a prune until it committed.
 	packs := &packer{store: r.store, f: f}
 	defer packs.release()
-	fetched, bad, err := r.fetch(ctx, l.p, f, packs, missing)
+	fetched, bad, err := r.fetch(ctx, l.p, f, packs, missing, inline)
 	if err != nil {
 		return err
 	}
@@ -171,13 +176,13 @@ func (r *Receiver) fresh(ctx context.Context, f *folder, recs []*protocol.Sealed
 	return keep, nil
 }
 
-// fetch requests the chunks ids from p, fetchParallel at a time, and
-// stores them durably: those shorter than the receiver's pack threshold
-// in new packs of packs, the others as blobs of their own. It returns where each
-// chunk stored is and the set of those p could not deliver (or delivered
-// with an impossible size). Any other failure is an error, after which
-// nothing more is stored.
-func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, ids [][]byte) (map[string]db.SealedChunk, map[string]bool, error) {
+// fetch stores the chunks ids durably, those in inline as they are and
+// the others requested from p, fetchParallel at a time: those shorter
+// than the receiver's pack threshold in new packs of packs, the others as
+// blobs of their own. It returns where each chunk stored is and the set of
+// those p could not deliver (or delivered with an impossible size). Any
+// other failure is an error, after which nothing more is stored.
+func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, ids [][]byte, inline map[string][]byte) (map[string]db.SealedChunk, map[string]bool, error) {
 	stored := make(map[string]db.SealedChunk, len(ids))
 	bad := make(map[string]bool)
 	if len(ids) == 0 {
@@ -200,9 +205,36 @@ func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, 
 		mu.Unlock()
 		cancel()
 	}
+	// store keeps one chunk's body durably (once the batch is synced).
+	store := func(id, data []byte) (db.SealedChunk, error) {
+		loc := db.SealedChunk{ID: id, Size: int64(len(data))}
+		var err error
+		if len(data) < packBelow {
+			loc, err = packs.add(ctx, id, data)
+		} else if batcher != nil {
+			err = batcher.PutUnsynced(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
+		} else {
+			err = r.store.Put(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
+		}
+		if err != nil {
+			return loc, fmt.Errorf("storing chunk %x: %w", id, err)
+		}
+		return loc, nil
+	}
 	sem := make(chan struct{}, fetchParallel)
 loop:
 	for _, id := range ids {
+		if data, ok := inline[string(id)]; ok && len(data) <= crypt.MaxSealedChunkSize {
+			loc, err := store(id, data)
+			if err != nil {
+				fail(err)
+				break
+			}
+			mu.Lock()
+			stored[string(id)] = loc
+			mu.Unlock()
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -229,17 +261,10 @@ loop:
 				mu.Unlock()
 				return
 			}
-			loc := db.SealedChunk{ID: id, Size: int64(len(data))}
-			if len(data) < packBelow {
-				loc, err = packs.add(ctx, id, data)
-			} else if batcher != nil {
-				err = batcher.PutUnsynced(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
-			} else {
-				err = r.store.Put(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
-			}
+			loc, err := store(id, data)
 			protocol.Recycle(data)
 			if err != nil {
-				fail(fmt.Errorf("storing chunk %x: %w", id, err))
+				fail(err)
 				return
 			}
 			mu.Lock()

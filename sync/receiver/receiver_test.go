@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/mem"
 	"lockstep/sync/protocol"
@@ -318,3 +319,52 @@ func TestFlowControl(t *testing.T) {
 }
 
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// TestIngestInline: chunks sent along with their records are stored
+// without a request; one missing from the message, or of an impossible
+// size, is requested; one the receiver holds already is not stored again,
+// and one no record references is dropped.
+func TestIngestInline(t *testing.T) {
+	ctx := context.Background()
+	p := newTrusted()
+	n := newNode(t, localStore(t), p.id)
+	connectTrusted(t, n, p)
+	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	held := p.addChunk(100)
+	p.send(t, record(p, 1, 1, held))
+	waitFor(t, "ack of 1", func() bool { return p.lastAck() == 1 })
+
+	a, b, c, stray := p.addChunk(100), p.addChunk(200), p.addChunk(300), p.addChunk(400)
+	body := func(id []byte) []byte {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.chunks[string(id)]
+	}
+	msg := &protocol.SealedIndex{Folder: folderID, Records: []*protocol.SealedRecord{record(p, 2, 2, a, b, held), record(p, 3, 3, c)},
+		Inline: []*protocol.InlineChunk{
+			{Id: a, Body: body(a)},
+			{Id: held, Body: []byte("not what it holds")},
+			{Id: c, Body: make([]byte, crypt.MaxSealedChunkSize+1)},
+			{Id: stray, Body: body(stray)},
+		}}
+	if err := p.conn.SealedIndex(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ack of 3", func() bool { return p.lastAck() == 3 })
+	for id, want := range map[string]int{string(a): 0, string(b): 1, string(c): 1, string(held): 1, string(stray): 0} {
+		if got := p.requested([]byte(id)); got != want {
+			t.Errorf("chunk %x requested %d times, want %d", id[:4], got, want)
+		}
+	}
+	for _, id := range [][]byte{a, b, c, held} {
+		got, err := n.storedChunk(ctx, id)
+		if err != nil || !bytes.Equal(got, body(id)) {
+			t.Errorf("stored chunk %x: %d bytes, %v", id[:4], len(got), err)
+		}
+	}
+	if _, err := n.storedChunk(ctx, stray); err == nil {
+		t.Error("a chunk no record references was stored")
+	}
+}
