@@ -3,10 +3,13 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
@@ -127,5 +130,45 @@ func TestUploadAckReleasesChunks(t *testing.T) {
 	u.ack(b.Sequence)
 	if _, ok := u.lookup(id); ok {
 		t.Fatal("chunk kept after every record needing it was acknowledged")
+	}
+}
+
+// TestUploadInline: a receiver's message carries the small chunks of its
+// records, sealed, each once; not a large one, nor one whose file changed
+// since it was scanned, nor any of a deletion.
+func TestUploadInline(t *testing.T) {
+	f := idleFolder(t)
+	keys := testKeys(t, 1)
+	u := newUpload(f, keys, crypt.DeviceID{4})
+	dir := f.config().Path
+	fileRec := func(name string, data []byte, seq int64) index.Record {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return index.Record{Name: name, Type: index.File, Size: int64(len(data)), Sequence: seq,
+			Blocks: []index.Block{{Size: uint32(len(data)), Hash: chunk.HashOf(data)}}}
+	}
+	small := bytes.Repeat([]byte("small file "), 200)
+	big := make([]byte, inlineChunk+1)
+	recs := []index.Record{
+		fileRec("small.txt", small, 1),
+		fileRec("copy.txt", small, 2),
+		fileRec("big.bin", big, 3),
+		fileRec("changed.txt", []byte("as scanned"), 4),
+		{Name: "gone.txt", Type: index.File, Deleted: true, Sequence: 5, Blocks: []index.Block{{Size: 3, Hash: chunk.HashOf([]byte("old"))}}},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "changed.txt"), []byte("as changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := u.inline(recs)
+	if len(got) != 1 {
+		t.Fatalf("%d inline chunks, want 1 (the small file's)", len(got))
+	}
+	if want := keys.ChunkID(chunk.HashOf(small)); !bytes.Equal(got[0].GetId(), want[:]) {
+		t.Fatal("the inline chunk is not the small file's")
+	}
+	plain, err := keys.OpenBlockTo(nil, chunk.HashOf(small), got[0].GetBody())
+	if err != nil || !bytes.Equal(plain, small) {
+		t.Fatalf("the inline chunk does not open to the file: %v", err)
 	}
 }
