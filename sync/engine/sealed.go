@@ -234,7 +234,7 @@ func (pc *peerConn) sendSealed(ctx context.Context, u *upload, start int64) {
 			u.mu.Lock()
 			u.inflight = append(u.inflight, last)
 			u.mu.Unlock()
-			msg := &protocol.SealedIndex{Folder: f.id, Records: batch, Inline: u.inline(recs[:n])}
+			msg := &protocol.SealedIndex{Folder: f.id, Records: batch, Inline: u.inline(ctx, recs[:n])}
 			if err := pc.conn.SealedIndex(ctx, msg); err != nil {
 				if ctx.Err() == nil {
 					f.log.Debug("sending sealed index", "device", pc.id.String(), "err", err)
@@ -265,6 +265,9 @@ func (pc *peerConn) serveSealedChunk(req *protocol.Request) ([]byte, error) {
 	if !ok {
 		return nil, protocol.ErrNoSuchFile
 	}
+	if ref.size == 0 || ref.size > chunk.MaxSize {
+		return nil, protocol.ErrInvalidFile
+	}
 	// Into a pooled buffer, given back by Release once the frame is sent:
 	// fresh memory for every chunk made page faults the largest cost.
 	buf := getBlock(crypt.SealedChunkLen(int(ref.size)))
@@ -274,7 +277,7 @@ func (pc *peerConn) serveSealedChunk(req *protocol.Request) ([]byte, error) {
 		return nil, cmp.Or(err, protocol.ErrInvalidFile)
 	}
 	if &body[0] != &buf[0] {
-		putBlock(buf) // compressed: sealed elsewhere
+		putBlock(buf) // sealed elsewhere after all: not ours to keep
 	}
 	return body, nil
 }
@@ -298,7 +301,7 @@ func (u *upload) sealedBody(ref blockRef, dst []byte) ([]byte, error) {
 // inline seals the small chunks of recs to send along with them, each
 // once, up to inlineBytes. A chunk that cannot be read as it was scanned
 // is left out; the receiver requests it and hears why.
-func (u *upload) inline(recs []index.Record) []*protocol.InlineChunk {
+func (u *upload) inline(ctx context.Context, recs []index.Record) []*protocol.InlineChunk {
 	var out []*protocol.InlineChunk
 	seen := make(map[crypt.ChunkID]bool)
 	total := 0
@@ -307,16 +310,19 @@ func (u *upload) inline(recs []index.Record) []*protocol.InlineChunk {
 		if r.Deleted || r.Type != index.File {
 			continue
 		}
+		if ctx.Err() != nil {
+			return out
+		}
 		for _, b := range r.Blocks {
 			id := u.keys.ChunkID(b.Hash)
 			if b.Size > inlineChunk || seen[id] {
 				continue
 			}
-			seen[id] = true
 			body, err := u.sealedBody(blockRef{name: r.Name, offset: b.Offset, size: b.Size, hash: b.Hash}, nil)
 			if err != nil {
-				continue
+				continue // a later copy of it may still be readable
 			}
+			seen[id] = true
 			if total+len(body) > inlineBytes {
 				return out
 			}

@@ -134,8 +134,9 @@ func TestUploadAckReleasesChunks(t *testing.T) {
 }
 
 // TestUploadInline: a receiver's message carries the small chunks of its
-// records, sealed, each once; not a large one, nor one whose file changed
-// since it was scanned, nor any of a deletion.
+// records, sealed, each once (from a copy that is readable as scanned);
+// not a large one, nor one whose file changed since it was scanned, nor
+// any of a deletion.
 func TestUploadInline(t *testing.T) {
 	f := idleFolder(t)
 	keys := testKeys(t, 1)
@@ -151,16 +152,19 @@ func TestUploadInline(t *testing.T) {
 	small := bytes.Repeat([]byte("small file "), 200)
 	big := make([]byte, inlineChunk+1)
 	recs := []index.Record{
+		fileRec("first.txt", small, 0), // changed below: its copy in small.txt is sent
 		fileRec("small.txt", small, 1),
 		fileRec("copy.txt", small, 2),
 		fileRec("big.bin", big, 3),
 		fileRec("changed.txt", []byte("as scanned"), 4),
 		{Name: "gone.txt", Type: index.File, Deleted: true, Sequence: 5, Blocks: []index.Block{{Size: 3, Hash: chunk.HashOf([]byte("old"))}}},
 	}
-	if err := os.WriteFile(filepath.Join(dir, "changed.txt"), []byte("as changed"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"changed.txt", "first.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("as changed"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	got := u.inline(recs)
+	got := u.inline(t.Context(), recs)
 	if len(got) != 1 {
 		t.Fatalf("%d inline chunks, want 1 (the small file's)", len(got))
 	}

@@ -224,6 +224,9 @@ func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, 
 	sem := make(chan struct{}, fetchParallel)
 loop:
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
 		if data, ok := inline[string(id)]; ok && len(data) <= crypt.MaxSealedChunkSize {
 			loc, err := store(id, data)
 			if err != nil {
