@@ -1,6 +1,7 @@
 package fsys
 
 import (
+	"io/fs"
 	"os"
 	"path"
 	"sync/atomic"
@@ -18,12 +19,12 @@ var noOpenat2 atomic.Bool
 
 // openBeneath opens name read-only under dir with openat2, which refuses
 // any symlink on the way (and so any way out of dir), or returns nil if it
-// cannot. Only a regular file or a directory is returned: the open does
-// not block (a FIFO would wait for a writer) nor take a terminal, and
-// anything else is closed unread. (The careful path never opens such a
-// node at all; the folder's walk never asks for one, so only a name
-// replaced between walk and read can get here.)
-func openBeneath(dir *os.File, name string) *os.File {
+// cannot. Only a regular file or a directory that want accepts is
+// returned: the open does not block (a FIFO would wait for a writer) nor
+// take a terminal, and anything else is closed unread. (The careful path
+// never opens such a node at all; the folder's walk never asks for one,
+// so only a name replaced between walk and read can get here.)
+func openBeneath(dir *os.File, name string, want func(fs.FileMode) error) *os.File {
 	if noOpenat2.Load() {
 		return nil
 	}
@@ -50,13 +51,21 @@ func openBeneath(dir *os.File, name string) *os.File {
 		return nil
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || (st.Mode&unix.S_IFMT != unix.S_IFREG && st.Mode&unix.S_IFMT != unix.S_IFDIR) {
-		unix.Close(fd)
-		return nil
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
+	if unix.Fstat(fd, &st) != nil || !acceptable(&st, want) || unix.SetNonblock(fd, false) != nil {
 		unix.Close(fd)
 		return nil
 	}
 	return os.NewFile(uintptr(fd), path.Join(dir.Name(), name))
+}
+
+// acceptable reports whether st is a regular file or a directory that want
+// takes.
+func acceptable(st *unix.Stat_t, want func(fs.FileMode) error) bool {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return want(0) == nil
+	case unix.S_IFDIR:
+		return want(fs.ModeDir) == nil
+	}
+	return false
 }

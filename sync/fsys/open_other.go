@@ -2,10 +2,13 @@
 
 package fsys
 
-import "os"
+import (
+	"io/fs"
+	"os"
+)
 
 // haveOpenBeneath: no single call here opens a name without following any
 // symlink; every open goes the long way.
 const haveOpenBeneath = false
 
-func openBeneath(*os.File, string) *os.File { return nil }
+func openBeneath(*os.File, string, func(fs.FileMode) error) *os.File { return nil }

@@ -293,11 +293,8 @@ func (r *Root) openNoFollow(op, name string, want func(fs.FileMode) error) (*os.
 		// every escape itself; whatever it refuses, or a file of the
 		// wrong type, takes the careful way below, which also words the
 		// error.
-		if f := openBeneath(r.dir, name); f != nil {
-			if st, err := f.Stat(); err == nil && want(st.Mode()) == nil {
-				return f, nil
-			}
-			f.Close()
+		if f := openBeneath(r.dir, name, want); f != nil {
+			return f, nil
 		}
 	}
 	fi, err := r.root.Lstat(name)
