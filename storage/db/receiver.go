@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -184,32 +185,26 @@ func (db *DB) HasSealedChunk(ctx context.Context, folderID string, id []byte) (b
 	return true, nil
 }
 
-// heldBatch bounds the chunk IDs one lookup query asks about.
+// heldBatch bounds the values one lookup query asks about.
 const heldBatch = 500
 
 // SealedChunksHeld returns which of ids the folder holds, keyed by the ID
 // as a string: one query per heldBatch IDs, where an ingest of thousands
 // of small files would otherwise make a query per chunk.
 func (db *DB) SealedChunksHeld(ctx context.Context, folderID string, ids [][]byte) (map[string]bool, error) {
+	vals := make([]any, len(ids))
+	for i, id := range ids {
+		vals[i] = id
+	}
 	held := make(map[string]bool)
-	for start := 0; start < len(ids); start += heldBatch {
-		part := ids[start:min(start+heldBatch, len(ids))]
-		args := make([]any, 0, 1+len(part))
-		args = append(args, folderID)
-		for _, id := range part {
-			args = append(args, id)
-		}
-		q := "SELECT id FROM receiver_chunks WHERE folder_id = ? AND id IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
-		if err := db.eachRow(ctx, q, args, func(rows *sql.Rows) error {
-			var id []byte
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			held[string(id)] = true
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("looking up sealed chunks of folder %q: %w", folderID, err)
-		}
+	err := db.inBatches(ctx, "SELECT id FROM receiver_chunks WHERE folder_id = ? AND id IN (", []any{folderID}, vals, func(rows *sql.Rows) error {
+		var id []byte
+		err := rows.Scan(&id)
+		held[string(id)] = true
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up sealed chunks of folder %q: %w", folderID, err)
 	}
 	return held, nil
 }
@@ -217,44 +212,49 @@ func (db *DB) SealedChunksHeld(ctx context.Context, folderID string, ids [][]byt
 // SealedCountersHeld returns which of counters the folder holds records
 // of origin with: one query per heldBatch counters.
 func (db *DB) SealedCountersHeld(ctx context.Context, folderID string, origin []byte, counters []uint64) (map[uint64]bool, error) {
-	held := make(map[uint64]bool)
-	valid := make([]any, 0, len(counters))
+	vals := make([]any, 0, len(counters))
 	for _, c := range counters {
 		if c <= math.MaxInt64 { // none larger is stored
-			valid = append(valid, int64(c))
+			vals = append(vals, int64(c))
 		}
 	}
-	for start := 0; start < len(valid); start += heldBatch {
-		part := valid[start:min(start+heldBatch, len(valid))]
-		args := append([]any{folderID, origin}, part...)
-		q := "SELECT counter FROM receiver_records WHERE folder_id = ? AND origin = ? AND counter IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
-		if err := db.eachRow(ctx, q, args, func(rows *sql.Rows) error {
-			var c int64
-			if err := rows.Scan(&c); err != nil {
-				return err
-			}
-			held[uint64(c)] = true
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("looking up sealed records of folder %q: %w", folderID, err)
-		}
+	held := make(map[uint64]bool)
+	err := db.inBatches(ctx, "SELECT counter FROM receiver_records WHERE folder_id = ? AND origin = ? AND counter IN (", []any{folderID, origin}, vals, func(rows *sql.Rows) error {
+		var c int64
+		err := rows.Scan(&c)
+		held[uint64(c)] = true
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up sealed records of folder %q: %w", folderID, err)
 	}
 	return held, nil
 }
 
-// eachRow runs a query and calls fn for each row.
-func (db *DB) eachRow(ctx context.Context, q string, args []any, fn func(*sql.Rows) error) error {
-	rows, err := db.sql.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
+// inBatches runs query, which ends in "IN (", once for every heldBatch of
+// vals, with args before them, and calls fn for each row.
+func (db *DB) inBatches(ctx context.Context, query string, args, vals []any, fn func(*sql.Rows) error) error {
+	for start := 0; start < len(vals); start += heldBatch {
+		part := vals[start:min(start+heldBatch, len(vals))]
+		q := query + "?" + strings.Repeat(", ?", len(part)-1) + ")"
+		rows, err := db.sql.QueryContext(ctx, q, append(slices.Clip(args), part...)...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err = fn(rows); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		rows.Close()
+		if err != nil {
 			return err
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // SealedChunkSize returns the stored size of the folder's sealed chunk
