@@ -132,7 +132,7 @@ type RangeReader interface {
 // describes, through s's GetRange when it has one, else through a whole
 // Get that skips what lies outside the range.
 func GetRange(ctx context.Context, s Store, key string, off, n int64, fn func(io.Reader) error) error {
-	if err := CheckRange(key, off, n); err != nil {
+	if err := CheckRange(ctx, key, off, n); err != nil {
 		return err
 	}
 	if rr, ok := s.(RangeReader); ok {
@@ -146,11 +146,18 @@ func GetRange(ctx context.Context, s Store, key string, off, n int64, fn func(io
 	})
 }
 
-// CheckRange is the argument check every RangeReader makes: nil, or an
-// error wrapping ErrInvalidRange for a negative offset or length.
-func CheckRange(key string, off, n int64) error {
+// CheckRange is the check every RangeReader makes before reading: ctx's
+// error, an error wrapping ErrInvalidRange for a negative offset or
+// length, or one wrapping ErrInvalidKey; nil if none applies.
+func CheckRange(ctx context.Context, key string, off, n int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
+	}
 	if off < 0 || n < 0 {
 		return fmt.Errorf("getting blob %q: %w: offset %d, length %d", key, ErrInvalidRange, off, n)
+	}
+	if err := ValidKey(key); err != nil {
+		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
 	return nil
 }

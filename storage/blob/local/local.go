@@ -157,14 +157,8 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 // GetRange implements blob.RangeReader: positioned reads (pread) of the
 // blob's file, opened through the cached directory handles.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("getting blob %q: %w", key, err)
-	}
-	if err := blob.CheckRange(key, off, n); err != nil {
+	if err := blob.CheckRange(ctx, key, off, n); err != nil {
 		return err
-	}
-	if err := blob.ValidKey(key); err != nil {
-		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
 	f, err := s.openBlob(pathOf(key))
 	if notExist(err) || errors.Is(err, syscall.ELOOP) {

@@ -115,7 +115,7 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 
 // GetRange implements blob.RangeReader.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
-	if err := blob.CheckRange(key, off, n); err != nil {
+	if err := blob.CheckRange(ctx, key, off, n); err != nil {
 		return err
 	}
 	e, err := s.lookup(ctx, key)

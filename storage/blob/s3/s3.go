@@ -244,14 +244,8 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 // starts at or past the blob's end (416 from the server) is an empty read;
 // an empty range is a HEAD.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("getting blob %q: %w", key, err)
-	}
-	if err := blob.CheckRange(key, off, n); err != nil {
+	if err := blob.CheckRange(ctx, key, off, n); err != nil {
 		return err
-	}
-	if err := blob.ValidKey(key); err != nil {
-		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
 	if err := s.checkLen(key); err != nil {
 		return fmt.Errorf("getting blob %q: %w", key, err)
