@@ -252,6 +252,17 @@ func (s *served) wait() error {
 	return s.err
 }
 
+// sharing connects p to n and sends the cluster config of a trusted
+// device that shares the folder with n and has sent it nothing yet.
+func sharing(t *testing.T, n *node, p *trusted) (recv *served) {
+	t.Helper()
+	recv, _ = connectTrusted(t, n, p)
+	if err := p.conn.ClusterConfig(context.Background(), clusterConfig(n, p, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return recv
+}
+
 // connectTrusted connects the receiver n with the trusted device p over net.Pipe.
 func connectTrusted(t *testing.T, n *node, p *trusted) (recv, dev *served) {
 	t.Helper()

@@ -103,10 +103,7 @@ func TestIngestPacks(t *testing.T) {
 			n := newNode(t, open(t), p.id)
 			const below = 1000
 			n.r.packBelow.Store(below)
-			connectTrusted(t, n, p)
-			if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-				t.Fatal(err)
-			}
+			sharing(t, n, p)
 			var ids [][]byte
 			var want int64
 			counter := uint64(0)
@@ -177,10 +174,7 @@ func TestRebuildPacks(t *testing.T) {
 	ctx := context.Background()
 	p := newTrusted()
 	n := newNode(t, localStore(t), p.id)
-	connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	sharing(t, n, p)
 	var ids [][]byte
 	var recs []*protocol.SealedRecord
 	for i := range 50 {
@@ -240,10 +234,7 @@ func packedNode(t *testing.T, a, b int) (*node, *trusted, []byte, []byte, blob.I
 	ctx := context.Background()
 	p := newTrusted()
 	n := newNode(t, localStore(t), p.id)
-	connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	sharing(t, n, p)
 	if err := n.r.SetRetention(ctx, folderID, Policy{KeepLast: 1}); err != nil {
 		t.Fatal(err)
 	}

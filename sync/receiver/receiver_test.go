@@ -19,10 +19,7 @@ func TestIngest(t *testing.T) {
 	ctx := context.Background()
 	p := newTrusted()
 	n := newNode(t, localStore(t), p.id)
-	recv, _ := connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	recv := sharing(t, n, p)
 	a, b, c := p.addChunk(100), p.addChunk(200), p.addChunk(300)
 	// a and b are referenced twice: fetched once each.
 	r1, r2, r3 := record(p, 1, 1, a, b), record(p, 2, 2, b, c), record(p, 3, 1, a)
@@ -240,10 +237,7 @@ func TestRequestsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := p.addChunk(10)
-	connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	sharing(t, n, p)
 	p.send(t, record(p, 1, 1, a))
 	waitFor(t, "ack", func() bool { return p.lastAck() == 1 })
 
@@ -292,10 +286,7 @@ func TestFlowControl(t *testing.T) {
 	p := newTrusted()
 	p.gate = make(chan struct{})
 	n := newNode(t, mem.New(), p.id)
-	recv, _ := connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	recv := sharing(t, n, p)
 	// The first message's chunk request blocks the ingester.
 	p.send(t, record(p, 1, 1, p.addChunk(10)))
 	waitFor(t, "the first chunk request", func() bool {
@@ -328,10 +319,7 @@ func TestIngestInline(t *testing.T) {
 	ctx := context.Background()
 	p := newTrusted()
 	n := newNode(t, localStore(t), p.id)
-	connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	sharing(t, n, p)
 	held := p.addChunk(100)
 	p.send(t, record(p, 1, 1, held))
 	waitFor(t, "ack of 1", func() bool { return p.lastAck() == 1 })

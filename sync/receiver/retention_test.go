@@ -362,10 +362,7 @@ func TestPruneDuringIngest(t *testing.T) {
 	ctx := context.Background()
 	p := newTrusted()
 	n := newNode(t, localStore(t), p.id)
-	connectTrusted(t, n, p)
-	if err := p.conn.ClusterConfig(ctx, clusterConfig(n, p, 0, 0)); err != nil {
-		t.Fatal(err)
-	}
+	sharing(t, n, p)
 	if err := n.r.SetRetention(ctx, folderID, Policy{KeepLast: 1}); err != nil {
 		t.Fatal(err)
 	}
