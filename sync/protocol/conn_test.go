@@ -72,24 +72,32 @@ func TestConnSealedIndex(t *testing.T) {
 func TestConnSealedIndexWithoutSealedModel(t *testing.T) {
 	// A trusted-only model must not be handed sealed records: the frame is
 	// malformed for it, and the connection ends.
-	ca, cb := net.Pipe()
-	defer cb.Close()
-	go io.Copy(io.Discard, cb)
-	c := NewConn(DeviceID{'r'}, ca, plainModel{newRecordingModel()}, Options{})
-	errc := make(chan error, 1)
-	go func() { errc <- c.Serve(context.Background()) }()
 	frame, err := appendFrame(nil, &SealedIndex{Folder: "f"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := serveFrame(t, plainModel{newRecordingModel()}, frame); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("Serve: %v, want ErrMalformed", err)
+	}
+}
+
+// serveFrame serves a connection with model m, sends it frame, and
+// returns the error Serve ended with.
+func serveFrame(t *testing.T, m Model, frame []byte) error {
+	t.Helper()
+	ca, cb := net.Pipe()
+	defer cb.Close()
+	go io.Copy(io.Discard, cb)
+	c := NewConn(DeviceID{'r'}, ca, m, Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- c.Serve(context.Background()) }()
 	_, _ = cb.Write(frame)
 	select {
 	case err := <-errc:
-		if !errors.Is(err, ErrMalformed) {
-			t.Fatalf("Serve: %v, want ErrMalformed", err)
-		}
+		return err
 	case <-time.After(waitLimit):
 		t.Fatal("Serve did not end")
+		return nil
 	}
 }
 
@@ -532,51 +540,27 @@ func TestClaimBoundaries(t *testing.T) {
 func TestConnReceiverClaimsWithoutClaimsModel(t *testing.T) {
 	// A model that does not take claims (a receiver) ends the connection
 	// on one, as on any malformed frame.
-	ca, cb := net.Pipe()
-	defer cb.Close()
-	go io.Copy(io.Discard, cb)
-	c := NewConn(DeviceID{'r'}, ca, plainModel{newRecordingModel()}, Options{})
-	errc := make(chan error, 1)
-	go func() { errc <- c.Serve(context.Background()) }()
 	frame, err := appendFrame(nil, &ReceiverClaims{Claims: []*ReceiverClaim{testClaim(1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = cb.Write(frame)
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ErrMalformed) {
-			t.Fatalf("Serve: %v, want ErrMalformed", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("Serve did not end")
+	if err := serveFrame(t, plainModel{newRecordingModel()}, frame); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("Serve: %v, want ErrMalformed", err)
 	}
 }
 
 func TestConnMalformedClaimsEndConnection(t *testing.T) {
 	// A claims frame breaking a rule ends the connection with ErrMalformed
 	// and never reaches the model.
-	ca, cb := net.Pipe()
-	defer cb.Close()
-	go io.Copy(io.Discard, cb)
 	m := newRecordingModel()
-	c := NewConn(DeviceID{'r'}, ca, m, Options{})
-	errc := make(chan error, 1)
-	go func() { errc <- c.Serve(context.Background()) }()
 	bad := testClaim(1)
 	bad.Sequence = 0
 	body, err := proto.Marshal(&ReceiverClaims{Claims: []*ReceiverClaim{bad}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = cb.Write(rawFrame(MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS, 0, body))
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ErrMalformed) {
-			t.Fatalf("Serve: %v, want ErrMalformed", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("Serve did not end")
+	if err := serveFrame(t, m, rawFrame(MessageType_MESSAGE_TYPE_RECEIVER_CLAIMS, 0, body)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("Serve: %v, want ErrMalformed", err)
 	}
 	if len(m.messages) != 0 {
 		t.Fatalf("the model got %d messages", len(m.messages))
