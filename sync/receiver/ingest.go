@@ -205,8 +205,9 @@ func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, 
 		mu.Unlock()
 		cancel()
 	}
-	// store keeps one chunk's body durably (once the batch is synced).
-	store := func(id, data []byte) (db.SealedChunk, error) {
+	// store keeps one chunk's body durably (once the batch is synced) and
+	// notes where.
+	store := func(id, data []byte) error {
 		loc := db.SealedChunk{ID: id, Size: int64(len(data))}
 		var err error
 		if len(data) < packBelow {
@@ -217,9 +218,12 @@ func (r *Receiver) fetch(ctx context.Context, p Peer, f *folder, packs *packer, 
 			err = r.store.Put(ctx, chunkKey(f.fk, id), bytes.NewReader(data), int64(len(data)))
 		}
 		if err != nil {
-			return loc, fmt.Errorf("storing chunk %x: %w", id, err)
+			return fmt.Errorf("storing chunk %x: %w", id, err)
 		}
-		return loc, nil
+		mu.Lock()
+		stored[string(id)] = loc
+		mu.Unlock()
+		return nil
 	}
 	sem := make(chan struct{}, fetchParallel)
 loop:
@@ -228,14 +232,10 @@ loop:
 			break
 		}
 		if data, ok := inline[string(id)]; ok && len(data) <= crypt.MaxSealedChunkSize {
-			loc, err := store(id, data)
-			if err != nil {
+			if err := store(id, data); err != nil {
 				fail(err)
 				break
 			}
-			mu.Lock()
-			stored[string(id)] = loc
-			mu.Unlock()
 			continue
 		}
 		select {
@@ -264,15 +264,11 @@ loop:
 				mu.Unlock()
 				return
 			}
-			loc, err := store(id, data)
+			err = store(id, data)
 			protocol.Recycle(data)
 			if err != nil {
 				fail(err)
-				return
 			}
-			mu.Lock()
-			stored[string(id)] = loc
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
