@@ -42,14 +42,19 @@ func SplitParallel(ctx context.Context, r io.ReaderAt, size int64, sps []*Splitt
 // Parts returns how many goroutines SplitParallel would use for a stream
 // of size bytes with n Splitters: the Splitters worth asking for.
 func Parts(size int64, n int) int {
-	return max(1, int(min(int64(n), size/MinSegment)))
+	return partCount(size, n, MinSegment)
+}
+
+// partCount is Parts with parts of at least minSegment bytes.
+func partCount(size int64, n int, minSegment int64) int {
+	return max(1, int(min(int64(n), size/minSegment)))
 }
 
 // splitParallel is SplitParallel with parts of at least minSegment bytes,
 // so tests can stitch many parts of a small stream.
 func splitParallel(ctx context.Context, r io.ReaderAt, size int64, sps []*Splitter, minSegment int64, fn func(Chunk) error) error {
-	n := min(int64(len(sps)), size/minSegment)
-	if n <= 1 {
+	n := partCount(size, len(sps), minSegment)
+	if n == 1 {
 		return sps[0].Split(io.NewSectionReader(r, 0, size), func(c Chunk, _ []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
