@@ -1,10 +1,12 @@
 package fsys
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +37,7 @@ func openBeneath(dir *os.File, name string, want func(fs.FileMode) error) *os.Fi
 	fd, oerr := -1, error(nil)
 	how := unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		Resolve: resolveBeneath,
 	}
 	if err := rc.Control(func(d uintptr) {
 		for {
@@ -68,4 +70,137 @@ func acceptable(st *unix.Stat_t, want func(fs.FileMode) error) bool {
 		return want(fs.ModeDir) == nil
 	}
 	return false
+}
+
+// resolveBeneath is how every one-call path resolution here resolves: never
+// through a symlink, never out of the folder.
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// createBeneath creates name exclusively under dir (mode 0o600, read and
+// write) with one openat2 that refuses every symlink on the way. It
+// reports false if it could not, for whatever reason (a name taken too):
+// the caller then goes the careful way, which also words the error.
+func createBeneath(dir *os.File, name string) (*os.File, bool) {
+	if noOpenat2.Load() {
+		return nil, false
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_RDWR | unix.O_CREAT | unix.O_EXCL | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Mode:    0o600,
+		Resolve: resolveBeneath,
+	}
+	fd := -1
+	err := inDir(dir, func(d int) (err error) {
+		fd, err = unix.Openat2(d, name, &how)
+		return err
+	})
+	if err != nil {
+		return nil, false
+	}
+	return os.NewFile(uintptr(fd), path.Join(dir.Name(), name)), true
+}
+
+// atParent runs fn with a descriptor of the directory holding name, opened
+// under dir with one openat2 that refuses every symlink on the way, and
+// name's last component. It reports whether fn ran and succeeded; on false
+// the caller goes the careful way, which repeats the operation and words
+// its error. So fn must be safe to repeat after a failure.
+func atParent(dir *os.File, name string, fn func(parent int, base string) error) bool {
+	if noOpenat2.Load() {
+		return false
+	}
+	parent, base := path.Split(name)
+	return inDir(dir, func(d int) error {
+		if parent == "" {
+			return fn(d, base)
+		}
+		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveBeneath}
+		p, err := unix.Openat2(d, parent[:len(parent)-1], &how)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(p)
+		return fn(p, base)
+	}) == nil
+}
+
+// inDir runs fn with dir's descriptor, retrying on EINTR, and notes a
+// missing openat2 for good.
+func inDir(dir *os.File, fn func(fd int) error) error {
+	rc, err := dir.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(d uintptr) {
+		for {
+			if ferr = fn(int(d)); ferr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if ferr == unix.ENOSYS {
+		noOpenat2.Store(true)
+	}
+	return ferr
+}
+
+// chmodAt sets the permission bits of base in parent, leaving a symlink
+// alone as Chmod does.
+func chmodAt(parent int, base string, mode fs.FileMode) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil
+	}
+	return unix.Fchmodat(parent, base, uint32(mode&fs.ModePerm), 0)
+}
+
+// chtimesAt sets base's times in parent without following a symlink.
+func chtimesAt(parent int, base string, ts unix.Timespec) error {
+	return unix.UtimesNanoAt(parent, base, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// removeAt removes the file, symlink or empty directory base in parent.
+func removeAt(parent int, base string) error {
+	err := unix.Unlinkat(parent, base, 0)
+	if err == unix.EISDIR {
+		err = unix.Unlinkat(parent, base, unix.AT_REMOVEDIR)
+	}
+	return err
+}
+
+// The one-call forms of Root's writes. Each reports whether it did the
+// work; on false the caller goes the careful way.
+
+func chmodBeneath(dir *os.File, name string, mode fs.FileMode) bool {
+	return atParent(dir, name, func(p int, base string) error { return chmodAt(p, base, mode) })
+}
+
+func chtimesBeneath(dir *os.File, name string, mtime time.Time) bool {
+	ts, err := unix.TimeToTimespec(mtime)
+	return err == nil && atParent(dir, name, func(p int, base string) error { return chtimesAt(p, base, ts) })
+}
+
+func removeBeneath(dir *os.File, name string) bool {
+	return atParent(dir, name, removeAt)
+}
+
+// errNotDone marks a one-call form that did not get as far as its work.
+var errNotDone = errors.New("not done")
+
+// renameBeneath renames with both parents resolved in one call each.
+func renameBeneath(dir *os.File, from, to string) bool {
+	return atParent(dir, from, func(pf int, fb string) error {
+		var rerr error = errNotDone
+		atParent(dir, to, func(pt int, tb string) error {
+			rerr = unix.Renameat(pf, fb, pt, tb)
+			return rerr
+		})
+		return rerr
+	})
 }

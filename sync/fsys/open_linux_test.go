@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -97,3 +98,67 @@ func TestOpenFIFO(t *testing.T) {
 
 // anyType takes every file type, to see what openBeneath itself refuses.
 func anyType(fs.FileMode) error { return nil }
+
+// TestWritesBeneath: the one-call writes do the work themselves on plain
+// names (so Root's writes do not quietly go the long way), and refuse a
+// symlink on the way, leaving it to the careful path.
+func TestWritesBeneath(t *testing.T) {
+	h := newHostileTree(t)
+	dir := h.r.dir
+	if dir == nil {
+		t.Fatal("the root has no directory for the fast path")
+	}
+	f, ok := createBeneath(dir, "d/new")
+	if !ok {
+		t.Fatal("createBeneath(d/new) refused")
+	}
+	f.Close()
+	if _, ok := createBeneath(dir, "d/new"); ok {
+		t.Error("createBeneath took an existing name")
+	}
+	if !chmodBeneath(dir, "d/new", 0o640) {
+		t.Error("chmodBeneath(d/new) refused")
+	}
+	mtime := time.Date(2021, 2, 3, 4, 5, 6, 7, time.UTC)
+	if !chtimesBeneath(dir, "d/new", mtime) {
+		t.Error("chtimesBeneath(d/new) refused")
+	}
+	fi, err := os.Lstat(filepath.Join(h.dir, "d/new"))
+	if err != nil || fi.Mode() != 0o640 || !fi.ModTime().Equal(mtime) {
+		t.Errorf("d/new is %v, %v", fi, err)
+	}
+	if !renameBeneath(dir, "d/new", "moved") {
+		t.Error("renameBeneath(d/new, moved) refused")
+	}
+	if !removeBeneath(dir, "moved") {
+		t.Error("removeBeneath(moved) refused")
+	}
+	if err := os.Mkdir(filepath.Join(h.dir, "d/empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !removeBeneath(dir, "d/empty") {
+		t.Error("removeBeneath(d/empty) refused a directory")
+	}
+	if got := entries(t, filepath.Join(h.dir, "d")); !slices.Equal(got, []string{"l"}) {
+		t.Errorf("d holds %v", got)
+	}
+
+	for link := range h.links() {
+		name := link + "/" + h.leaf
+		if f, ok := createBeneath(dir, name); ok {
+			f.Close()
+			t.Errorf("createBeneath(%s) went through the link", name)
+		}
+		if chmodBeneath(dir, name, 0o777) || chtimesBeneath(dir, name, mtime) || removeBeneath(dir, name) ||
+			renameBeneath(dir, "src", name) || renameBeneath(dir, name, "x") {
+			t.Errorf("a write to %s went through the link", name)
+		}
+	}
+	for _, name := range []string{"../x", "sub/../../x"} {
+		if f, ok := createBeneath(dir, name); ok {
+			f.Close()
+			t.Errorf("createBeneath(%s) left the folder", name)
+		}
+	}
+	h.check(t, true)
+}

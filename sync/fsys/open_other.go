@@ -5,6 +5,7 @@ package fsys
 import (
 	"io/fs"
 	"os"
+	"time"
 )
 
 // haveOpenBeneath: no single call here opens a name without following any
@@ -12,3 +13,9 @@ import (
 const haveOpenBeneath = false
 
 func openBeneath(*os.File, string, func(fs.FileMode) error) *os.File { return nil }
+
+func createBeneath(*os.File, string) (*os.File, bool) { return nil, false }
+func chmodBeneath(*os.File, string, fs.FileMode) bool { return false }
+func chtimesBeneath(*os.File, string, time.Time) bool { return false }
+func removeBeneath(*os.File, string) bool             { return false }
+func renameBeneath(*os.File, string, string) bool     { return false }

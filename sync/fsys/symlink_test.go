@@ -119,52 +119,68 @@ func writes(r *Root, name string) map[string]error {
 }
 
 func TestWritesRefuseSymlinkParents(t *testing.T) {
-	h := newHostileTree(t)
-	for link := range h.links() {
-		for _, name := range []string{link + "/" + h.leaf, link + "/new/" + h.leaf} {
-			for op, err := range writes(h.r, name) {
-				if !errors.Is(err, ErrSymlinkParent) {
-					t.Errorf("%s(%q) = %v, want ErrSymlinkParent", op, name, err)
+	bothPaths(t, func(t *testing.T, h *hostileTree) {
+		for link := range h.links() {
+			for _, name := range []string{link + "/" + h.leaf, link + "/new/" + h.leaf} {
+				for op, err := range writes(h.r, name) {
+					if !errors.Is(err, ErrSymlinkParent) {
+						t.Errorf("%s(%q) = %v, want ErrSymlinkParent", op, name, err)
+					}
 				}
 			}
 		}
-	}
-	h.check(t, true)
-	if _, err := os.Lstat(filepath.Join(h.dir, "src")); err != nil {
-		t.Errorf("src was moved: %v", err)
-	}
-	for link, target := range h.links() {
-		if got, err := os.Readlink(filepath.Join(h.dir, link)); err != nil || got != target {
-			t.Errorf("link %s now %q, %v", link, got, err)
+		h.check(t, true)
+		if _, err := os.Lstat(filepath.Join(h.dir, "src")); err != nil {
+			t.Errorf("src was moved: %v", err)
 		}
+		for link, target := range h.links() {
+			if got, err := os.Readlink(filepath.Join(h.dir, link)); err != nil || got != target {
+				t.Errorf("link %s now %q, %v", link, got, err)
+			}
+		}
+	})
+}
+
+// bothPaths runs fn on a hostile tree whose root takes the one-call paths
+// where the system has them, and on one that always goes the careful way.
+func bothPaths(t *testing.T, fn func(*testing.T, *hostileTree)) {
+	for _, fast := range []bool{true, false} {
+		t.Run(map[bool]string{true: "one-call", false: "careful"}[fast], func(t *testing.T) {
+			h := newHostileTree(t)
+			if !fast {
+				h.r.dir = nil
+			}
+			fn(t, h)
+		})
 	}
 }
 
 // TestWritesOnFinalSymlink: a final symlink is acted on itself, never
 // followed.
 func TestWritesOnFinalSymlink(t *testing.T) {
-	h := newHostileTree(t)
-	for _, link := range []string{"abs", "up", "out", "in", "d/l"} {
-		if err := h.r.Chmod(link, 0o777); err != nil {
-			t.Errorf("Chmod(%s) = %v", link, err)
+	bothPaths(t, func(t *testing.T, h *hostileTree) {
+		for _, link := range []string{"abs", "up", "out", "in", "d/l"} {
+			if err := h.r.Chmod(link, 0o777); err != nil {
+				t.Errorf("Chmod(%s) = %v", link, err)
+			}
+			if err := h.r.Chtimes(link, time.Now()); err != nil {
+				t.Errorf("Chtimes(%s) = %v", link, err)
+			}
+			if err := h.r.MkdirAll(link, 0o755); !errors.Is(err, ErrIsSymlink) {
+				t.Errorf("MkdirAll(%s) = %v", link, err)
+			}
+			if f, err := h.r.Open(link); !errors.Is(err, ErrIsSymlink) {
+				t.Errorf("Open(%s) = %v, %v", link, f, err)
+			}
+			if err := h.r.Remove(link); err != nil {
+				t.Errorf("Remove(%s) = %v", link, err)
+			}
 		}
-		if err := h.r.Chtimes(link, time.Now()); err != nil {
-			t.Errorf("Chtimes(%s) = %v", link, err)
+		h.check(t, true)
+		if fi, err := os.Stat(h.outside); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("outside dir changed: %v %v", fi, err)
 		}
-		if err := h.r.MkdirAll(link, 0o755); !errors.Is(err, ErrIsSymlink) {
-			t.Errorf("MkdirAll(%s) = %v", link, err)
-		}
-		if f, err := h.r.Open(link); !errors.Is(err, ErrIsSymlink) {
-			t.Errorf("Open(%s) = %v, %v", link, f, err)
-		}
-		if err := h.r.Remove(link); err != nil {
-			t.Errorf("Remove(%s) = %v", link, err)
-		}
-	}
-	h.check(t, true)
-	if fi, err := os.Stat(h.outside); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("outside dir changed: %v %v", fi, err)
-	}
+	})
 }
 
 // FuzzRootWrites runs every write operation on arbitrary names in a folder
