@@ -112,18 +112,19 @@ const tempAttempts = 16
 // CreateTemp creates a new temp file beside name; see FS. The file starts
 // with mode 0o600.
 func (r *Root) CreateTemp(name string) (File, string, error) {
+	dir := path.Dir(name)
+	if r.dir != nil && checkPath(name, false) == nil {
+		tmp := tempName(dir)
+		if f, ok := createBeneath(r.dir, tmp); ok {
+			return &file{File: f, name: tmp}, tmp, nil
+		}
+	}
 	if err := r.checkWrite("createtemp", name); err != nil {
 		return nil, "", err
 	}
-	dir := path.Dir(name)
 	var err error
 	for range tempAttempts {
-		tmp := path.Join(dir, fmt.Sprintf("%s%016x", TempPrefix, rand.Uint64()))
-		if r.dir != nil {
-			if f, ok := createBeneath(r.dir, tmp); ok {
-				return &file{File: f, name: tmp}, tmp, nil
-			}
-		}
+		tmp := tempName(dir)
 		// O_EXCL: os.Root never follows a symlink when creating exclusively.
 		var f *os.File
 		f, err = r.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -135,6 +136,11 @@ func (r *Root) CreateTemp(name string) (File, string, error) {
 		}
 	}
 	return nil, "", err
+}
+
+// tempName is a new random temp file name in dir.
+func tempName(dir string) string {
+	return path.Join(dir, fmt.Sprintf("%s%016x", TempPrefix, rand.Uint64()))
 }
 
 // Rename atomically replaces to with from; see FS.
