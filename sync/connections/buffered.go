@@ -16,7 +16,9 @@ type bufferedConn struct {
 	r *bufio.Reader
 }
 
-func newBufferedConn(c net.Conn) net.Conn {
+// Buffered returns c with its reads buffered, for a TLS connection to run
+// over: every lockstep connection, the recovery's included, is one.
+func Buffered(c net.Conn) net.Conn {
 	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBuffer)}
 }
 

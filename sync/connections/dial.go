@@ -56,7 +56,7 @@ func (s *Service) AcceptRelayed(raw net.Conn, relay string) {
 }
 
 func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config, relay string) {
-	tc := tls.Server(newBufferedConn(raw), cfg)
+	tc := tls.Server(Buffered(raw), cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()
@@ -350,7 +350,7 @@ func (s *Service) dialRelay(ctx context.Context, id crypt.DeviceID, addr string)
 }
 
 func (s *Service) handshakeOutgoing(ctx context.Context, raw net.Conn, id crypt.DeviceID, addr, relay string) (*Conn, error) {
-	tc := tls.Client(newBufferedConn(raw), crypt.ClientTLSConfig(s.cfg.Identity, id))
+	tc := tls.Client(Buffered(raw), crypt.ClientTLSConfig(s.cfg.Identity, id))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		tc.Close()
 		return nil, err

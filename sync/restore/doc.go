@@ -4,8 +4,9 @@
 //
 // Recover dials the receiver (TLS pinned to the receiver's device ID),
 // announces the folder with nothing held, so that the receiver sends its
-// whole record log, fetches and opens the folder key envelope, opens and
-// checks every sealed record, keeps the winning version of each name, and
+// whole record log, fetches and opens the folder key envelope (taking in
+// the log meanwhile: scrypt takes about a second), opens and checks every
+// sealed record, keeps the winning version of each name, and
 // writes the winners' tree into an empty target directory, fetching and
 // checking every chunk.
 //

@@ -211,6 +211,9 @@ type testReceiver struct {
 	batch    int           // records per SealedIndex
 	announce int64         // log sequence announced; len(log) when 0
 	delay    time.Duration // before answering a chunk request
+	// envelopeLast holds the envelope back until the whole log is
+	// acknowledged.
+	envelopeLast bool
 
 	mu         sync.Mutex
 	acked      int64
@@ -361,6 +364,19 @@ func (m *receiverModel) Request(_ context.Context, _ protocol.DeviceID, req *pro
 	case protocol.RequestKind_REQUEST_KIND_ENVELOPE_GET:
 		if tr.envelope == nil {
 			return nil, protocol.ErrNoSuchFile
+		}
+		for tr.envelopeLast {
+			tr.mu.Lock()
+			done, changed := tr.acked >= int64(len(tr.log)), tr.ackChanged
+			tr.mu.Unlock()
+			if done {
+				break
+			}
+			select {
+			case <-changed:
+			case <-m.ctx.Done():
+				return nil, m.ctx.Err()
+			}
 		}
 		return tr.envelope, nil
 	case protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK:

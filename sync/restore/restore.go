@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
@@ -134,14 +135,19 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	if err != nil {
 		return Result{}, err
 	}
-	keys, err := s.folderKeys(ctx, opts.Password)
+	// The key opens while the log arrives.
+	keysc := make(chan opened, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		keys, err := s.folderKeys(ctx, opts.Password)
+		keysc <- opened{keys, err}
+	})
+	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {
+		log.Debug("opened folder key", "folder", opts.Folder, "log", last)
+		return newCollector(k, opts.Folder, log)
+	})
 	if err != nil {
-		return Result{}, err
-	}
-	log.Debug("opened folder key", "folder", opts.Folder, "log", last)
-
-	c := newCollector(keys, opts.Folder, log)
-	if err := s.collect(ctx, last, c); err != nil {
 		return Result{}, err
 	}
 	p := c.plan()
@@ -156,7 +162,7 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	}
 	defer root.Close()
 
-	w := newWriter(root, &sealedSource{conn: s.conn, keys: keys, folder: opts.Folder}, log, opts.Progress)
+	w := newWriter(root, &sealedSource{conn: s.conn, keys: c.keys, folder: opts.Folder}, log, opts.Progress)
 	res, err := w.write(ctx, p)
 	res.DamagedRecords = c.bad
 	if err != nil {

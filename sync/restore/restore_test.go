@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -322,6 +323,25 @@ func TestRecoverStopsAtAnnouncedSequence(t *testing.T) {
 				t.Fatalf("Recover = %+v, %v; want %d dirs", res, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRecoverCollectsWhileKeyOpens: the log is taken in while the folder
+// key is fetched and opened, not after. This receiver sends the envelope
+// only once the whole log is acknowledged.
+func TestRecoverCollectsWhileKeyOpens(t *testing.T) {
+	s := newSealer(t)
+	for i := range 10 {
+		s.add(index.Record{Name: fmt.Sprintf("d%d", i), Type: index.Dir, Mode: 0o755, ModTime: 1, Version: vec(1, originA)}, originA, uint64(i+1))
+	}
+	tr := newTestReceiver(t, s)
+	tr.batch, tr.envelopeLast = 2, true
+	tr.start()
+	ctx, cancel := context.WithTimeout(recoverCtx(t), 20*time.Second)
+	defer cancel()
+	res, err := Recover(ctx, tr.options(t))
+	if err != nil || res.Dirs != 10 {
+		t.Fatalf("Recover = %+v, %v; want 10 dirs", res, err)
 	}
 }
 

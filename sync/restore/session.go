@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/connections"
 	"lockstep/sync/protocol"
 )
 
@@ -52,7 +53,7 @@ func connect(ctx context.Context, opts Options) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to receiver: %w", err)
 	}
-	tc := tls.Client(raw, crypt.ClientTLSConfig(opts.Identity, opts.Receiver))
+	tc := tls.Client(connections.Buffered(raw), crypt.ClientTLSConfig(opts.Identity, opts.Receiver))
 	if err := tc.HandshakeContext(dctx); err != nil {
 		tc.Close()
 		var unknown *crypt.UnknownDeviceError
@@ -175,36 +176,70 @@ func (s *session) folderKeys(ctx context.Context, password []byte) (*crypt.Keys,
 	return keys, nil
 }
 
-// collect hands every record of the receiver's log up to sequence last
-// (and whatever else arrives in the same messages) to c, acknowledging
-// each message once processed.
-func (s *session) collect(ctx context.Context, last int64, c *collector) error {
+// opened is the outcome of opening the folder key.
+type opened struct {
+	keys *crypt.Keys
+	err  error
+}
+
+// collect gathers every record of the receiver's log up to sequence last
+// (and whatever else arrives in the same messages), acknowledging each
+// message as it comes. The log arrives while the folder key is still being
+// opened (scrypt takes about a second): records are held until keys
+// delivers the key, then handed to a collector made by newCollector with
+// it, which collect returns. A failure on keys ends the collection.
+func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, newCollector func(*crypt.Keys) *collector) (*collector, error) {
 	timer := time.NewTimer(logStallTimeout)
 	defer timer.Stop()
-	for c.last < last {
+	var (
+		c    *collector
+		held []*protocol.SealedRecord
+		seen int64 // highest log sequence received
+	)
+	for c == nil || seen < last {
+		stall, sealed := timer.C, s.sealed
+		if seen >= last {
+			stall, sealed = nil, nil // only the key is missing
+		}
 		var idx *protocol.SealedIndex
 		select {
-		case idx = <-s.sealed:
-		case <-timer.C:
-			return fmt.Errorf("receiver %s stopped sending its record log at %d of %d", s.opts.Receiver.Short(), c.last, last)
+		case k := <-keys:
+			keys = nil
+			if k.err != nil {
+				return nil, k.err
+			}
+			c = newCollector(k.keys)
+			for _, sr := range held {
+				c.add(sr)
+			}
+			held = nil
+			continue
+		case idx = <-sealed:
+		case <-stall:
+			return nil, fmt.Errorf("receiver %s stopped sending its record log at %d of %d", s.opts.Receiver.Short(), seen, last)
 		case <-s.done:
-			return s.ended()
+			return nil, s.ended()
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		timer.Reset(logStallTimeout)
 		for _, sr := range idx.GetRecords() {
-			c.add(sr)
+			seen = max(seen, sr.GetSequence())
+			if c != nil {
+				c.add(sr)
+			} else {
+				held = append(held, sr)
+			}
 		}
 		if len(idx.GetRecords()) == 0 {
 			continue
 		}
-		ack := &protocol.SealedAck{Folder: s.opts.Folder, Sequence: c.last}
+		ack := &protocol.SealedAck{Folder: s.opts.Folder, Sequence: seen}
 		if err := s.conn.SealedAck(ctx, ack); err != nil {
-			return fmt.Errorf("acknowledging records: %w", err)
+			return nil, fmt.Errorf("acknowledging records: %w", err)
 		}
 	}
-	return nil
+	return c, nil
 }
 
 // ClusterConfig keeps the receiver's first ClusterConfig.
