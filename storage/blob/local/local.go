@@ -70,9 +70,13 @@ type Store struct {
 	// wholeFS makes Sync flush the whole file system with one syncfs(2)
 	// call; without it Sync fsyncs every path in pending.
 	wholeFS bool
-	mu      sync.Mutex
-	pending map[string]struct{}
-	dirs    map[string]*os.Root // see dir
+	// syncMu runs one Sync at a time: a Sync whose blobs another one took
+	// into its flush must not return before that flush ends.
+	syncMu   sync.Mutex
+	syncHook func() // tests: runs once a Sync has taken the pending set
+	mu       sync.Mutex
+	pending  map[string]struct{}
+	dirs     map[string]*os.Root // see dir
 }
 
 var (

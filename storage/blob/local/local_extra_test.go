@@ -286,3 +286,45 @@ func TestFailedWritesLeaveNoTemp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncWaitsForSyncInProgress: a Sync whose blobs a concurrent Sync took
+// into its flush returns only once that flush has ended. Without it the
+// second caller would record its blobs as stored while they are not yet
+// durable.
+func TestSyncWaitsForSyncInProgress(t *testing.T) {
+	for _, whole := range []bool{true, false} {
+		s, err := Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.wholeFS = whole
+		ctx := context.Background()
+		inFlush, release := make(chan struct{}), make(chan struct{})
+		s.syncHook = func() {
+			close(inFlush)
+			<-release
+		}
+		if err := s.PutUnsynced(ctx, "a", strings.NewReader("a"), 1); err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan error, 1)
+		go func() { first <- s.Sync(ctx) }()
+		<-inFlush
+		s.syncHook = nil
+		second := make(chan error, 1)
+		go func() { second <- s.Sync(ctx) }()
+		select {
+		case err := <-second:
+			t.Fatalf("wholeFS %v: a Sync returned (%v) while the flush holding its blobs ran", whole, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(release)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

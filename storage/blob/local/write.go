@@ -246,12 +246,17 @@ func (s *Store) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("syncing blobs: %w", err)
 	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	pending := s.pending
 	s.pending = make(map[string]struct{})
 	s.mu.Unlock()
 	if len(pending) == 0 {
 		return nil
+	}
+	if s.syncHook != nil {
+		s.syncHook()
 	}
 	var err error
 	if s.wholeFS {
