@@ -147,17 +147,13 @@ func inDir(dir *os.File, fn func(fd int) error) error {
 	return ferr
 }
 
-// chmodAt sets the permission bits of base in parent, leaving a symlink
-// alone as Chmod does.
+// chmodAt sets the permission bits of base in parent without following
+// a symlink, atomically (fchmodat2, Linux 6.6). A symlink, or an older
+// kernel, fails it with EOPNOTSUPP, and the careful path takes over: a
+// check and then a chmod would leave a moment to swap in a symlink to
+// anywhere.
 func chmodAt(parent int, base string, mode fs.FileMode) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(parent, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil
-	}
-	return unix.Fchmodat(parent, base, uint32(mode&fs.ModePerm), 0)
+	return unix.Fchmodat(parent, base, uint32(mode&fs.ModePerm), unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // chtimesAt sets base's times in parent without following a symlink.

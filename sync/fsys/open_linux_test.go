@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestOpenBeneath: the one-call open takes plain names and refuses every
@@ -116,8 +118,21 @@ func TestWritesBeneath(t *testing.T) {
 	if _, ok := createBeneath(dir, "d/new"); ok {
 		t.Error("createBeneath took an existing name")
 	}
-	if !chmodBeneath(dir, "d/new", 0o640) {
-		t.Error("chmodBeneath(d/new) refused")
+	// The one-call chmod needs fchmodat2 (Linux 6.6); without it, it
+	// must refuse, and the careful path does the work.
+	fchmodat2 := unix.Fchmodat(unix.AT_FDCWD, filepath.Join(h.dir, "src"), 0o644, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if got := chmodBeneath(dir, "d/new", 0o640); got != fchmodat2 {
+		t.Errorf("chmodBeneath(d/new) = %v, want %v (fchmodat2 here: %v)", got, fchmodat2, fchmodat2)
+	}
+	if !fchmodat2 {
+		if err := h.r.Chmod("d/new", 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A symlink is left to the careful path, which checks and then acts
+	// within the folder: the one call has no way to leave it alone.
+	if chmodBeneath(dir, "abs", 0o700) || chmodBeneath(dir, "d/l", 0o700) {
+		t.Error("chmodBeneath acted on a symlink")
 	}
 	mtime := time.Date(2021, 2, 3, 4, 5, 6, 7, time.UTC)
 	if !chtimesBeneath(dir, "d/new", mtime) {
