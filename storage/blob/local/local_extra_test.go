@@ -328,3 +328,43 @@ func TestSyncWaitsForSyncInProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncAfterFailedFlush: a Sync that fails must not lose the pending
+// set. Here one caller's Sync takes every pending blob (its own and
+// another writer's) into its flush and fails (its context ends midway);
+// the other writer's Sync, called after its PutUnsynced returned, must
+// then either flush that blob or fail. Before, it returned nil having
+// flushed nothing, and the writer recorded as stored a blob that never
+// reached the disk.
+func TestSyncAfterFailedFlush(t *testing.T) {
+	// wholeFS off: the path list checks the context between paths, so the
+	// failure can be made here; a failing syncfs (EIO, EMFILE on opening the
+	// root) would drop the set the same way.
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.wholeFS = false
+	bg := context.Background()
+	for _, k := range []string{"a", "b"} {
+		if err := s.PutUnsynced(bg, k, strings.NewReader(k), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctxA, cancelA := context.WithCancel(bg)
+	flushes := 0
+	s.syncHook = func() {
+		flushes++
+		if flushes == 1 {
+			cancelA() // the first caller gives up while its flush runs
+		}
+	}
+	if err := s.Sync(ctxA); err == nil {
+		t.Fatal("the first Sync succeeded though its context ended in the flush")
+	}
+	err = s.Sync(bg)
+	if err == nil && flushes < 2 {
+		t.Error("Sync returned nil without flushing the blobs a failed Sync had taken")
+	}
+}

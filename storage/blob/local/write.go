@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"sync"
@@ -265,6 +266,12 @@ func (s *Store) Sync(ctx context.Context) error {
 		err = s.syncPaths(ctx, pending)
 	}
 	if err != nil {
+		// Not flushed: the set goes back, so that the next Sync, this
+		// caller's or another writer's whose blobs were in it, flushes it
+		// rather than find nothing to do.
+		s.mu.Lock()
+		maps.Copy(s.pending, pending)
+		s.mu.Unlock()
 		return fmt.Errorf("syncing blobs: %w", err)
 	}
 	return nil
