@@ -10,12 +10,16 @@
 //   - No name given to a Root reaches outside its directory: os.Root contains
 //     every operation, and names that are absolute, contain "..", empty or "."
 //     components, NUL or '\' are refused before any system call.
-//   - Writes never follow a symlink. Before any write (CreateTemp, Rename,
-//     Remove, MkdirAll, Symlink, Chmod, Chtimes) every parent component of the
-//     name is checked with Lstat; a symlink there fails with
-//     [ErrSymlinkParent]. The final component is never followed either:
-//     Rename and Remove act on a link itself, Chmod skips links, Chtimes sets
-//     a link's own time (or skips links where the system cannot).
+//   - Writes never follow a symlink. On Linux, CreateTemp, Rename, Remove,
+//     Chmod and Chtimes first try one openat2 of the parent that refuses
+//     every symlink and every way out (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)
+//     and act relative to it; whatever that refuses, and every write
+//     elsewhere, goes the careful way: every parent component of the name is
+//     checked with Lstat, and a symlink there fails with [ErrSymlinkParent].
+//     Both ways give the same results and errors. The final component is
+//     never followed either: Rename and Remove act on a link itself, Chmod
+//     skips links, Chtimes sets a link's own time (or skips links where the
+//     system cannot).
 //   - Open, ReadDir and SyncDir refuse a final symlink ([ErrIsSymlink]) and
 //     verify that the object opened is the one Lstat saw. Reads resolve
 //     symlinked parents that stay inside the folder (os.Root refuses the

@@ -41,15 +41,12 @@ func openBeneath(dir *os.File, name string, want func(fs.FileMode) error) *os.Fi
 	}
 	if err := rc.Control(func(d uintptr) {
 		for {
-			fd, oerr = unix.Openat2(int(d), name, &how)
+			fd, oerr = openat2(int(d), name, &how)
 			if oerr != unix.EINTR {
 				return
 			}
 		}
 	}); err != nil || oerr != nil {
-		if oerr == unix.ENOSYS {
-			noOpenat2.Store(true)
-		}
 		return nil
 	}
 	var st unix.Stat_t
@@ -91,7 +88,7 @@ func createBeneath(dir *os.File, name string) (*os.File, bool) {
 	}
 	fd := -1
 	err := inDir(dir, func(d int) (err error) {
-		fd, err = unix.Openat2(d, name, &how)
+		fd, err = openat2(d, name, &how)
 		return err
 	})
 	if err != nil {
@@ -115,7 +112,7 @@ func atParent(dir *os.File, name string, fn func(parent int, base string) error)
 			return fn(d, base)
 		}
 		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveBeneath}
-		p, err := unix.Openat2(d, parent[:len(parent)-1], &how)
+		p, err := openat2(d, parent[:len(parent)-1], &how)
 		if err != nil {
 			return err
 		}
@@ -124,8 +121,18 @@ func atParent(dir *os.File, name string, fn func(parent int, base string) error)
 	}) == nil
 }
 
-// inDir runs fn with dir's descriptor, retrying on EINTR, and notes a
-// missing openat2 for good.
+// openat2 is unix.Openat2 that notes a kernel without it, for good. (Only
+// its own ENOSYS counts: one from the work done with what it opened, a
+// filtered call, says nothing about openat2.)
+func openat2(dirfd int, name string, how *unix.OpenHow) (int, error) {
+	fd, err := unix.Openat2(dirfd, name, how)
+	if err == unix.ENOSYS {
+		noOpenat2.Store(true)
+	}
+	return fd, err
+}
+
+// inDir runs fn with dir's descriptor, retrying on EINTR.
 func inDir(dir *os.File, fn func(fd int) error) error {
 	rc, err := dir.SyscallConn()
 	if err != nil {
@@ -140,9 +147,6 @@ func inDir(dir *os.File, fn func(fd int) error) error {
 		}
 	}); err != nil {
 		return err
-	}
-	if ferr == unix.ENOSYS {
-		noOpenat2.Store(true)
 	}
 	return ferr
 }
@@ -194,6 +198,12 @@ func renameBeneath(dir *os.File, from, to string) bool {
 	return atParent(dir, from, func(pf int, fb string) error {
 		var rerr error = errNotDone
 		atParent(dir, to, func(pt int, tb string) error {
+			// Onto a directory the careful path refuses (EEXIST, as
+			// os.Rename does), where renameat would replace an empty one.
+			var st unix.Stat_t
+			if unix.Fstatat(pt, tb, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return rerr
+			}
 			rerr = unix.Renameat(pf, fb, pt, tb)
 			return rerr
 		})

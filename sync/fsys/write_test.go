@@ -225,3 +225,29 @@ func TestStructuralNames(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRenameOntoDirectory: Rename onto an existing directory behaves the
+// same whichever path the root takes: refused with an error matching
+// fs.ErrExist, as os.Rename does. (The one-call path once let renameat
+// replace an empty directory.)
+func TestRenameOntoDirectory(t *testing.T) {
+	bothPaths(t, func(t *testing.T, h *hostileTree) {
+		for _, d := range []string{"a1", "b1", "a2", "d/c2", "a3"} {
+			if err := os.Mkdir(filepath.Join(h.dir, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct{ from, to string }{{"a1", "b1"}, {"a2", "d/c2"}, {"a3", "a3"}} {
+			err := h.r.Rename(c.from, c.to)
+			if !errors.Is(err, fs.ErrExist) {
+				t.Errorf("Rename(%s, %s) onto a directory = %v, want an error matching fs.ErrExist", c.from, c.to, err)
+			}
+			for _, d := range []string{c.from, c.to} {
+				if fi, err := os.Lstat(filepath.Join(h.dir, d)); err != nil || !fi.IsDir() {
+					t.Errorf("after Rename(%s, %s): %s is %v, %v", c.from, c.to, d, fi, err)
+				}
+			}
+		}
+		h.check(t, true)
+	})
+}
