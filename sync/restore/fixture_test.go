@@ -211,9 +211,13 @@ type testReceiver struct {
 	batch    int           // records per SealedIndex
 	announce int64         // log sequence announced; len(log) when 0
 	delay    time.Duration // before answering a chunk request
-	// envelopeLast holds the envelope back until the whole log is
-	// acknowledged.
-	envelopeLast bool
+	// envelopeAfter holds the envelope back until that many records are
+	// acknowledged, and then a moment more; envelopeNever for good.
+	envelopeAfter int64
+	envelopeNever bool
+	// sendOnly, if set, is how many records of the log are sent; the rest
+	// never come.
+	sendOnly int
 
 	mu         sync.Mutex
 	acked      int64
@@ -223,6 +227,8 @@ type testReceiver struct {
 	active     int // chunk requests being answered
 	maxActive  int
 	peerCC     *protocol.ClusterConfig
+	// ackedAtEnvelope is what was acknowledged when the envelope went.
+	ackedAtEnvelope int64
 }
 
 // newTestReceiver returns a receiver serving s's log and chunks with the
@@ -322,7 +328,11 @@ func (m *receiverModel) ClusterConfig(_ protocol.DeviceID, cc *protocol.ClusterC
 func (m *receiverModel) sendLog() {
 	tr := m.tr
 	var unacked []int64
-	for i := 0; i < len(tr.log); i += tr.batch {
+	log := tr.log
+	if tr.sendOnly > 0 {
+		log = log[:tr.sendOnly]
+	}
+	for i := 0; i < len(log); i += tr.batch {
 		for {
 			tr.mu.Lock()
 			for len(unacked) > 0 && unacked[0] <= tr.acked {
@@ -339,7 +349,7 @@ func (m *receiverModel) sendLog() {
 				return
 			}
 		}
-		msg := &protocol.SealedIndex{Folder: testFolder, Records: tr.log[i:min(i+tr.batch, len(tr.log))]}
+		msg := &protocol.SealedIndex{Folder: testFolder, Records: log[i:min(i+tr.batch, len(log))]}
 		if err := m.conn.SealedIndex(m.ctx, msg); err != nil {
 			return
 		}
@@ -365,11 +375,17 @@ func (m *receiverModel) Request(_ context.Context, _ protocol.DeviceID, req *pro
 		if tr.envelope == nil {
 			return nil, protocol.ErrNoSuchFile
 		}
-		for tr.envelopeLast {
+		if tr.envelopeNever {
+			<-m.ctx.Done()
+			return nil, m.ctx.Err()
+		}
+		for tr.envelopeAfter > 0 {
 			tr.mu.Lock()
-			done, changed := tr.acked >= int64(len(tr.log)), tr.ackChanged
+			done, changed := tr.acked >= tr.envelopeAfter, tr.ackChanged
 			tr.mu.Unlock()
 			if done {
+				// A moment for whatever more the device would take in.
+				time.Sleep(200 * time.Millisecond)
 				break
 			}
 			select {
@@ -378,6 +394,9 @@ func (m *receiverModel) Request(_ context.Context, _ protocol.DeviceID, req *pro
 				return nil, m.ctx.Err()
 			}
 		}
+		tr.mu.Lock()
+		tr.ackedAtEnvelope = tr.acked
+		tr.mu.Unlock()
 		return tr.envelope, nil
 	case protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK:
 		tr.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
@@ -63,6 +64,10 @@ type Options struct {
 	// Version is the implementation version sent in the Hello message;
 	// optional.
 	Version string
+
+	// logStall and envelopeWait, when set, replace logStallTimeout and
+	// envelopeTimeout (tests).
+	logStall, envelopeWait time.Duration
 }
 
 // Progress is the state of the writing phase. Files counts regular files
@@ -135,12 +140,15 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	if err != nil {
 		return Result{}, err
 	}
-	// The key opens while the log arrives.
+	// The key opens while the log arrives. On the way out its request is
+	// given up before it is waited for.
 	keysc := make(chan opened, 1)
+	kctx, kcancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer kcancel()
 	wg.Go(func() {
-		keys, err := s.folderKeys(ctx, opts.Password)
+		keys, err := s.folderKeys(kctx, opts.Password)
 		keysc <- opened{keys, err}
 	})
 	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -335,13 +336,73 @@ func TestRecoverCollectsWhileKeyOpens(t *testing.T) {
 		s.add(index.Record{Name: fmt.Sprintf("d%d", i), Type: index.Dir, Mode: 0o755, ModTime: 1, Version: vec(1, originA)}, originA, uint64(i+1))
 	}
 	tr := newTestReceiver(t, s)
-	tr.batch, tr.envelopeLast = 2, true
+	tr.batch, tr.envelopeAfter = 2, 10
 	tr.start()
 	ctx, cancel := context.WithTimeout(recoverCtx(t), 20*time.Second)
 	defer cancel()
 	res, err := Recover(ctx, tr.options(t))
 	if err != nil || res.Dirs != 10 {
 		t.Fatalf("Recover = %+v, %v; want 10 dirs", res, err)
+	}
+}
+
+// TestRecoverHoldsLittleBeforeTheKey: while the key is not open, at most
+// sealedQueue messages of the log are taken in (and acknowledged); the
+// rest waits at the receiver.
+func TestRecoverHoldsLittleBeforeTheKey(t *testing.T) {
+	s := newSealer(t)
+	const n = sealedQueue + 20
+	for i := range n {
+		s.add(index.Record{Name: fmt.Sprintf("d%03d", i), Type: index.Dir, Mode: 0o755, ModTime: 1, Version: vec(1, originA)}, originA, uint64(i+1))
+	}
+	tr := newTestReceiver(t, s)
+	tr.batch, tr.envelopeAfter = 1, sealedQueue
+	tr.start()
+	res, err := Recover(recoverCtx(t), tr.options(t))
+	if err != nil || res.Dirs != n {
+		t.Fatalf("Recover = %+v, %v; want %d dirs", res, err, n)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.ackedAtEnvelope != sealedQueue {
+		t.Errorf("%d records acknowledged before the key opened, want %d", tr.ackedAtEnvelope, sealedQueue)
+	}
+}
+
+// TestRecoverEnvelopeNeverSent: a receiver that sends the log but never
+// the envelope gets a clear error once the wait for it ends; one that
+// stalls its log as well gets the stall error at once, not after the
+// envelope's wait.
+func TestRecoverEnvelopeNeverSent(t *testing.T) {
+	s := newSealer(t)
+	for i := range 6 {
+		s.add(index.Record{Name: fmt.Sprintf("d%d", i), Type: index.Dir, Mode: 0o755, ModTime: 1, Version: vec(1, originA)}, originA, uint64(i+1))
+	}
+	for _, stall := range []bool{false, true} {
+		tr := newTestReceiver(t, s)
+		tr.envelopeNever = true
+		if stall {
+			tr.sendOnly = 3
+		}
+		tr.start()
+		opts := tr.options(t)
+		opts.envelopeWait, opts.logStall = 300*time.Millisecond, 300*time.Millisecond
+		if stall {
+			opts.envelopeWait = time.Minute
+		}
+		ctx, cancel := context.WithTimeout(recoverCtx(t), 20*time.Second)
+		_, err := Recover(ctx, opts)
+		want := "did not send the folder key envelope"
+		if stall {
+			want = "stopped sending its record log"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || ctx.Err() != nil {
+			t.Errorf("stall %v: Recover = %v (context: %v), want %q", stall, err, ctx.Err(), want)
+		}
+		cancel()
+		if _, serr := os.Stat(opts.To); !errors.Is(serr, fs.ErrNotExist) {
+			t.Errorf("stall %v: target created: %v", stall, serr)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -22,6 +23,8 @@ const (
 	// logStallTimeout is how long the receiver may send nothing of its log
 	// before the recovery gives up on it.
 	logStallTimeout = 2 * time.Minute
+	// envelopeTimeout bounds the wait for the folder key envelope.
+	envelopeTimeout = 30 * time.Second
 	// sealedQueue is how many SealedIndex messages may wait to be
 	// processed. A receiver keeps at most a few unacknowledged; one that
 	// sends more than this breaks flow control.
@@ -41,6 +44,8 @@ type session struct {
 	sealed chan *protocol.SealedIndex   // the folder's log, in order
 	done   chan struct{}                // closed when Serve has returned
 	err    error                        // Serve's result, set before done closes
+
+	logStall, envelopeWait time.Duration // see logStallTimeout, envelopeTimeout
 }
 
 // connect dials the receiver, pins its key, exchanges Hellos and starts
@@ -81,10 +86,12 @@ func connect(ctx context.Context, opts Options) (*session, error) {
 			ErrNotShared, opts.Receiver.Short(), opts.Identity.ID, err)
 	}
 	s := &session{
-		opts:   opts,
-		cc:     make(chan *protocol.ClusterConfig, 1),
-		sealed: make(chan *protocol.SealedIndex, sealedQueue),
-		done:   make(chan struct{}),
+		opts:         opts,
+		cc:           make(chan *protocol.ClusterConfig, 1),
+		sealed:       make(chan *protocol.SealedIndex, sealedQueue),
+		done:         make(chan struct{}),
+		logStall:     cmp.Or(opts.logStall, logStallTimeout),
+		envelopeWait: cmp.Or(opts.envelopeWait, envelopeTimeout),
 	}
 	s.conn = protocol.NewConn(protocol.DeviceID(opts.Receiver), tc, s, protocol.Options{})
 	go func() {
@@ -153,12 +160,16 @@ func (s *session) announce(ctx context.Context) (int64, error) {
 
 // folderKeys fetches the folder's envelope and opens it with password.
 func (s *session) folderKeys(ctx context.Context, password []byte) (*crypt.Keys, error) {
-	env, err := s.conn.Request(ctx, &protocol.Request{
+	rctx, cancel := context.WithTimeout(ctx, s.envelopeWait)
+	defer cancel()
+	env, err := s.conn.Request(rctx, &protocol.Request{
 		Kind: protocol.RequestKind_REQUEST_KIND_ENVELOPE_GET, Folder: s.opts.Folder, Size: protocol.MaxEnvelopeSize,
 	})
 	switch {
 	case errors.Is(err, protocol.ErrNoSuchFile):
 		return nil, fmt.Errorf("%w: folder %s on receiver %s", ErrNoKey, s.opts.Folder, s.opts.Receiver.Short())
+	case err != nil && ctx.Err() == nil && rctx.Err() != nil:
+		return nil, fmt.Errorf("receiver %s did not send the folder key envelope within %v", s.opts.Receiver.Short(), s.envelopeWait)
 	case err != nil:
 		return nil, fmt.Errorf("fetching the folder key envelope: %w", err)
 	}
@@ -186,20 +197,28 @@ type opened struct {
 // (and whatever else arrives in the same messages), acknowledging each
 // message as it comes. The log arrives while the folder key is still being
 // opened (scrypt takes about a second): records are held until keys
-// delivers the key, then handed to a collector made by newCollector with
-// it, which collect returns. A failure on keys ends the collection.
+// delivers the key (at most sealedQueue messages of them; then the
+// receiver waits for acknowledgements), then handed to a collector made
+// by newCollector with it, which collect returns. A failure on keys ends
+// the collection.
 func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, newCollector func(*crypt.Keys) *collector) (*collector, error) {
-	timer := time.NewTimer(logStallTimeout)
+	timer := time.NewTimer(s.logStall)
 	defer timer.Stop()
 	var (
-		c    *collector
-		held []*protocol.SealedRecord
-		seen int64 // highest log sequence received
+		c        *collector
+		held     []*protocol.SealedRecord
+		heldMsgs int   // messages held, at most sealedQueue
+		seen     int64 // highest log sequence received
 	)
 	for c == nil || seen < last {
 		stall, sealed := timer.C, s.sealed
-		if seen >= last {
+		switch {
+		case seen >= last:
 			stall, sealed = nil, nil // only the key is missing
+		case heldMsgs >= sealedQueue:
+			// Enough held while the key opens: what is not taken in is
+			// not acknowledged, so the receiver waits.
+			stall, sealed = nil, nil
 		}
 		var idx *protocol.SealedIndex
 		select {
@@ -212,7 +231,7 @@ func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, n
 			for _, sr := range held {
 				c.add(sr)
 			}
-			held = nil
+			held, heldMsgs = nil, 0
 			continue
 		case idx = <-sealed:
 		case <-stall:
@@ -222,7 +241,7 @@ func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, n
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		timer.Reset(logStallTimeout)
+		timer.Reset(s.logStall)
 		for _, sr := range idx.GetRecords() {
 			seen = max(seen, sr.GetSequence())
 			if c != nil {
@@ -230,6 +249,9 @@ func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, n
 			} else {
 				held = append(held, sr)
 			}
+		}
+		if c == nil {
+			heldMsgs++
 		}
 		if len(idx.GetRecords()) == 0 {
 			continue
