@@ -386,9 +386,10 @@ func TestRecoverEnvelopeNeverSent(t *testing.T) {
 		}
 		tr.start()
 		opts := tr.options(t)
-		opts.envelopeWait, opts.logStall = 300*time.Millisecond, 300*time.Millisecond
+		// The wait under test is short, the other long.
+		opts.envelopeWait, opts.logStall = 300*time.Millisecond, time.Minute
 		if stall {
-			opts.envelopeWait = time.Minute
+			opts.envelopeWait, opts.logStall = time.Minute, 300*time.Millisecond
 		}
 		ctx, cancel := context.WithTimeout(recoverCtx(t), 20*time.Second)
 		_, err := Recover(ctx, opts)
