@@ -77,6 +77,9 @@ type Store struct {
 	mu       sync.Mutex
 	pending  map[string]struct{}
 	dirs     map[string]*os.Root // see dir
+
+	heldMu sync.Mutex
+	held   map[string]*heldFile // see rangeFile
 }
 
 var (
@@ -96,11 +99,12 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
-	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: make(map[string]*os.Root)}, nil
+	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: make(map[string]*os.Root), held: make(map[string]*heldFile)}, nil
 }
 
 // Close releases the directory. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	s.closeHeld()
 	s.closeDirs()
 	return s.root.Close()
 }
@@ -159,19 +163,19 @@ func (s *Store) Get(ctx context.Context, key string, fn func(io.Reader) error) e
 }
 
 // GetRange implements blob.RangeReader: positioned reads (pread) of the
-// blob's file, opened through the cached directory handles.
+// blob's file, kept open between calls (see rangeFile).
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64, fn func(io.Reader) error) error {
 	if err := blob.CheckRange(ctx, key, off, n); err != nil {
 		return err
 	}
-	f, err := s.openBlob(pathOf(key))
+	f, done, err := s.rangeFile(pathOf(key))
 	if notExist(err) || errors.Is(err, syscall.ELOOP) {
 		return fmt.Errorf("getting blob %q: %w", key, blob.ErrNotExist)
 	}
 	if err != nil {
 		return fmt.Errorf("getting blob %q: %w", key, err)
 	}
-	defer f.Close()
+	defer done()
 	return fn(sized.NewReader(ctx, io.NewSectionReader(f, off, n), -1))
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -366,5 +367,150 @@ func TestSyncAfterFailedFlush(t *testing.T) {
 	err = s.Sync(bg)
 	if err == nil && flushes < 2 {
 		t.Error("Sync returned nil without flushing the blobs a failed Sync had taken")
+	}
+}
+
+// rangeOf reads n bytes at off of key with GetRange.
+func rangeOf(t testing.TB, s *Store, key string, off, n int64) ([]byte, error) {
+	t.Helper()
+	var got []byte
+	err := s.GetRange(context.Background(), key, off, n, func(r io.Reader) error {
+		var err error
+		got, err = io.ReadAll(r)
+		return err
+	})
+	return got, err
+}
+
+// TestGetRangeFollowsTheName: GetRange keeps files open between calls, yet
+// always reads the file the key names now: replaced through the store,
+// replaced behind its back (as another process sharing the directory
+// would), turned into a symlink, or deleted.
+func TestGetRangeFollowsTheName(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const key = "packs/0123456789abcdef"
+	put := func(data string) {
+		t.Helper()
+		if err := s.Put(ctx, key, strings.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(w string) {
+		t.Helper()
+		got, err := rangeOf(t, s, key, 1, 3)
+		if err != nil || string(got) != w {
+			t.Fatalf("GetRange = %q, %v; want %q", got, err, w)
+		}
+	}
+	put("aAAAa")
+	want("AAA")
+	want("AAA")
+	put("bBBBb")
+	want("BBB")
+	path := filepath.Join(dir, filepath.FromSlash(pathOf(key)))
+	aside := filepath.Join(dir, "aside")
+	if err := os.WriteFile(aside, []byte("cCCCc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, path); err != nil {
+		t.Fatal(err)
+	}
+	want("CCC")
+	if err := os.WriteFile(aside, []byte("dDDDd"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(aside, path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rangeOf(t, s, key, 1, 3); !errors.Is(err, blob.ErrNotExist) {
+		t.Fatalf("GetRange through a symlink = %q, %v", got, err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	put("eEEEe")
+	want("EEE")
+	if err := s.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rangeOf(t, s, key, 1, 3); !errors.Is(err, blob.ErrNotExist) {
+		t.Fatalf("GetRange of a deleted blob = %q, %v", got, err)
+	}
+}
+
+// TestGetRangeConcurrent reads many blobs (more than are kept open) from
+// many goroutines at once.
+func TestGetRangeConcurrent(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const keys = maxHeldFiles * 2
+	for i := range keys {
+		data := strings.Repeat(fmt.Sprintf("%03d", i), 100)
+		if err := s.Put(ctx, fmt.Sprintf("packs/%04d", i), strings.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for j := range 500 {
+				i := (g*131 + j*17) % keys
+				got, err := rangeOf(t, s, fmt.Sprintf("packs/%04d", i), int64(3*(j%50)), 3)
+				if err != nil || string(got) != fmt.Sprintf("%03d", i) {
+					errs <- fmt.Errorf("blob %d: %q, %v", i, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if len(s.held) > maxHeldFiles {
+		t.Errorf("%d files kept open, at most %d allowed", len(s.held), maxHeldFiles)
+	}
+	for p, h := range s.held {
+		if h.users != 0 {
+			t.Errorf("%s still has %d users", p, h.users)
+		}
+	}
+}
+
+// BenchmarkGetRange reads 2 KiB ranges of a 16 MiB pack, as a recovery of
+// small files does.
+func BenchmarkGetRange(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	data := bytes.Repeat([]byte("x"), 16<<20)
+	if err := s.Put(context.Background(), "packs/bench", bytes.NewReader(data), int64(len(data))); err != nil {
+		b.Fatal(err)
+	}
+	var off int64
+	for b.Loop() {
+		if _, err := rangeOf(b, s, "packs/bench", off, 2048); err != nil {
+			b.Fatal(err)
+		}
+		off = (off + 4096) % (16<<20 - 2048)
 	}
 }
