@@ -80,6 +80,7 @@ type Store struct {
 
 	heldMu sync.Mutex
 	held   map[string]*heldFile // see rangeFile
+	closed bool                 // under heldMu: nothing more is kept open
 }
 
 var (
@@ -223,7 +224,9 @@ func (s *Store) remove(ctx context.Context, key string) error {
 	if _, err := s.lstatBlob(p); err != nil {
 		return err
 	}
-	if err := s.root.Remove(p); err != nil {
+	err := s.root.Remove(p)
+	s.forget(p)
+	if err != nil {
 		if notExist(err) {
 			return blob.ErrNotExist
 		}

@@ -29,7 +29,8 @@ type heldFile struct {
 // packs, and opening the pack again for each was a fifth of the receiver's
 // CPU. The name is looked up on every call (one Lstat in the cached
 // directory), so a blob replaced or deleted since, by this process or
-// another sharing the directory, is never read through an old file.
+// another sharing the directory, is never read through an old file; one
+// this store replaces or removes is let go at once (forget).
 func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 	d, _, err := s.dir(dirOf(p), false)
 	if err != nil {
@@ -61,6 +62,9 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 		return nil, nil, err
 	}
 	ofi, err := f.Stat()
+	if err == nil && !ofi.Mode().IsRegular() {
+		err = syscall.ELOOP
+	}
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -78,7 +82,7 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 			}
 		}
 	}
-	if keepOpen && len(s.held) < maxHeldFiles && os.SameFile(fi, ofi) {
+	if keepOpen && !s.closed && len(s.held) < maxHeldFiles && os.SameFile(fi, ofi) {
 		h.closing = false
 		s.held[p] = h
 	}
@@ -104,11 +108,23 @@ func (s *Store) drop(p string, h *heldFile) {
 	}
 }
 
-// closeHeld closes every file kept for ranged reads; those in use close
-// when their reads end.
+// forget lets go of the file kept for the blob at p, which this store
+// just replaced or removed: a file kept open would hold on to the old
+// version's disk space.
+func (s *Store) forget(p string) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if h := s.held[p]; h != nil {
+		s.drop(p, h)
+	}
+}
+
+// closeHeld closes every file kept for ranged reads, and keeps no more;
+// those in use close when their reads end.
 func (s *Store) closeHeld() {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
+	s.closed = true
 	for p, h := range s.held {
 		s.drop(p, h)
 	}
