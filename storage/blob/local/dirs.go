@@ -8,53 +8,88 @@ import (
 // maxCachedDirs bounds the directory handles a Store keeps open.
 const maxCachedDirs = 1 << 12
 
+// cachedDir is a directory handle of the cache, with its users: one
+// taken out of the cache (when it fills, or at Close) closes once its
+// last user is done, never under a user.
+type cachedDir struct {
+	r       *os.Root
+	users   int
+	closing bool
+}
+
 // dir returns an os.Root of the store's directory dir (relative to the
-// store), creating it and its parents when create is set; created lists
-// the parents to fsync before a blob in dir is durable, as mkdirs does.
-// Handles are cached: resolving a blob's path through the store's root
-// walks every component with a syscall of its own, which made opening a
-// sharded chunk cost more than reading it. Directories are never removed
-// by the store, so a cached handle stays valid while it runs.
-func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, err error) {
+// store), creating it and its parents when create is set, and the function
+// to call when done with it; created lists the parents to fsync before a
+// blob in dir is durable, as mkdirs does. Handles are cached: resolving a
+// blob's path through the store's root walks every component with a
+// syscall of its own, which made opening a sharded chunk cost more than
+// reading it. Directories are never removed by the store, so a cached
+// handle stays valid while it runs. Files opened through a handle stay
+// usable after it is done.
+func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, done func(), err error) {
 	s.mu.Lock()
-	r = s.dirs[dir]
-	s.mu.Unlock()
-	if r != nil {
-		return r, nil, nil
+	if c := s.dirs[dir]; c != nil {
+		c.users++
+		s.mu.Unlock()
+		return c.r, nil, func() { s.doneDir(c) }, nil
 	}
+	s.mu.Unlock()
 	r, err = s.root.OpenRoot(dir)
 	if notExist(err) && create {
 		if created, err = s.mkdirs(dir); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		r, err = s.root.OpenRoot(dir)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.dirs[dir]; old != nil {
 		r.Close()
-		return old, created, nil
+		old.users++
+		return old.r, created, func() { s.doneDir(old) }, nil
 	}
-	if len(s.dirs) >= maxCachedDirs {
-		for k, d := range s.dirs {
-			d.Close()
-			delete(s.dirs, k)
+	if len(s.dirs) >= s.maxDirs {
+		for k, c := range s.dirs {
+			s.retireDir(k, c)
 		}
 	}
-	s.dirs[dir] = r
-	return r, created, nil
+	c := &cachedDir{r: r, users: 1, closing: s.dirsClosed}
+	if !c.closing {
+		s.dirs[dir] = c
+	}
+	return r, created, func() { s.doneDir(c) }, nil
+}
+
+// doneDir ends one use of c.
+func (s *Store) doneDir(c *cachedDir) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.users--
+	if c.users == 0 && c.closing {
+		c.r.Close()
+	}
+}
+
+// retireDir takes c, cached as dir, out of the cache. Called with s.mu.
+func (s *Store) retireDir(dir string, c *cachedDir) {
+	delete(s.dirs, dir)
+	c.closing = true
+	if c.users == 0 {
+		c.r.Close()
+	}
 }
 
 // openBlob opens the regular file at p (not a symlink or anything else:
 // syscall.ELOOP), through the cached handle of its directory.
 func (s *Store) openBlob(p string) (*os.File, error) {
-	d, _, err := s.dir(dirOf(p), false)
+	d, _, done, err := s.dir(dirOf(p), false)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	// os.Root follows a symlink within the root whatever the flags say, so
 	// the entry is checked first; the root still confines where it leads.
 	fi, err := d.Lstat(baseOf(p))
@@ -67,12 +102,13 @@ func (s *Store) openBlob(p string) (*os.File, error) {
 	return d.Open(baseOf(p))
 }
 
-// closeDirs releases the cached directory handles.
+// closeDirs releases the cached directory handles (those in use once
+// their users are done) and caches no more.
 func (s *Store) closeDirs() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, d := range s.dirs {
-		d.Close()
-		delete(s.dirs, k)
+	s.dirsClosed = true
+	for k, c := range s.dirs {
+		s.retireDir(k, c)
 	}
 }

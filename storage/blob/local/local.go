@@ -72,11 +72,13 @@ type Store struct {
 	wholeFS bool
 	// syncMu runs one Sync at a time: a Sync whose blobs another one took
 	// into its flush must not return before that flush ends.
-	syncMu   sync.Mutex
-	syncHook func() // tests: runs once a Sync has taken the pending set
-	mu       sync.Mutex
-	pending  map[string]struct{}
-	dirs     map[string]*os.Root // see dir
+	syncMu     sync.Mutex
+	syncHook   func() // tests: runs once a Sync has taken the pending set
+	mu         sync.Mutex
+	pending    map[string]struct{}
+	dirs       map[string]*cachedDir // see dir
+	maxDirs    int                   // maxCachedDirs; tests lower it
+	dirsClosed bool                  // under mu: nothing more is cached
 
 	heldMu sync.Mutex
 	held   map[string]*heldFile // see rangeFile
@@ -100,7 +102,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
-	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: make(map[string]*os.Root), held: make(map[string]*heldFile)}, nil
+	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: make(map[string]*cachedDir), maxDirs: maxCachedDirs, held: make(map[string]*heldFile)}, nil
 }
 
 // Close releases the directory. The Store must not be used afterwards.

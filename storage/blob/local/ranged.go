@@ -32,10 +32,11 @@ type heldFile struct {
 // another sharing the directory, is never read through an old file; one
 // this store replaces or removes is let go at once (forget).
 func (s *Store) rangeFile(p string) (*os.File, func(), error) {
-	d, _, err := s.dir(dirOf(p), false)
+	d, _, done, err := s.dir(dirOf(p), false)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer done()
 	// os.Root follows a symlink within the root whatever the flags say, so
 	// the entry is checked first; the root still confines where it leads.
 	fi, err := d.Lstat(baseOf(p))

@@ -122,3 +122,41 @@ func TestCloseWhileReading(t *testing.T) {
 		t.Errorf("after Close and the last read, still open: %q", open)
 	}
 }
+
+// TestDirCacheFullUnderUse: when the directory-handle cache fills, the
+// handles it lets go are closed only once nobody uses them. Before, they
+// were closed at once, and a write or read using one failed with "file
+// already closed".
+func TestDirCacheFullUnderUse(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.maxDirs = 2
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for j := range 300 {
+				// Keys spread over many shard directories.
+				key := fmt.Sprintf("chunks/%02x%04d", (g*37+j*11)%64, j)
+				if err := s.PutUnsynced(ctx, key, strings.NewReader(key), int64(len(key))); err != nil {
+					errs <- fmt.Errorf("put %s: %w", key, err)
+					return
+				}
+				got, err := rangeOf(t, s, key, 0, int64(len(key)))
+				if err != nil || string(got) != key {
+					errs <- fmt.Errorf("read %s: %q, %v", key, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

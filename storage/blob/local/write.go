@@ -128,10 +128,11 @@ func copyIn(ctx context.Context, f *os.File, r io.Reader, size int64) error {
 // writeUnsynced is write for PutUnsynced: a temporary file and a rename in
 // the blob's directory, through its cached handle.
 func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reader, size int64) (err error) {
-	d, created, err := s.dir(dir, true)
+	d, created, done, err := s.dir(dir, true)
 	if err != nil {
 		return err
 	}
+	defer done()
 	tmp := tempName()
 	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
