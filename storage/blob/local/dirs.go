@@ -8,14 +8,9 @@ import (
 // maxCachedDirs bounds the directory handles a Store keeps open.
 const maxCachedDirs = 1 << 12
 
-// cachedDir is a directory handle of the cache, with its users: one
-// taken out of the cache (when it fills, or at Close) closes once its
-// last user is done, never under a user.
-type cachedDir struct {
-	r       *os.Root
-	users   int
-	closing bool
-}
+// cachedDir is a directory handle of the cache; it leaves the cache when
+// the cache fills, or at Close.
+type cachedDir = handle[*os.Root]
 
 // dir returns an os.Root of the store's directory dir (relative to the
 // store), creating it and its parents when create is set, and the function
@@ -31,7 +26,7 @@ func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, done
 	if c := s.dirs[dir]; c != nil {
 		c.users++
 		s.mu.Unlock()
-		return c.r, nil, func() { s.doneDir(c) }, nil
+		return c.v, nil, func() { s.doneDir(c) }, nil
 	}
 	s.mu.Unlock()
 	r, err = s.root.OpenRoot(dir)
@@ -49,14 +44,14 @@ func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, done
 	if old := s.dirs[dir]; old != nil {
 		r.Close()
 		old.users++
-		return old.r, created, func() { s.doneDir(old) }, nil
+		return old.v, created, func() { s.doneDir(old) }, nil
 	}
 	if len(s.dirs) >= s.maxDirs {
 		for k, c := range s.dirs {
 			s.retireDir(k, c)
 		}
 	}
-	c := &cachedDir{r: r, users: 1, closing: s.dirsClosed}
+	c := &cachedDir{v: r, users: 1, closing: s.dirsClosed}
 	if !c.closing {
 		s.dirs[dir] = c
 	}
@@ -67,19 +62,13 @@ func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, done
 func (s *Store) doneDir(c *cachedDir) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.users--
-	if c.users == 0 && c.closing {
-		c.r.Close()
-	}
+	c.done()
 }
 
 // retireDir takes c, cached as dir, out of the cache. Called with s.mu.
 func (s *Store) retireDir(dir string, c *cachedDir) {
 	delete(s.dirs, dir)
-	c.closing = true
-	if c.users == 0 {
-		c.r.Close()
-	}
+	c.retire()
 }
 
 // openBlob opens the regular file at p (not a symlink or anything else:

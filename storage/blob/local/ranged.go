@@ -13,14 +13,11 @@ const maxHeldFiles = 64
 // nothing is kept open there.
 const keepOpen = runtime.GOOS != "windows"
 
-// heldFile is a blob's file kept open for ranged reads.
+// heldFile is a blob's file kept open for ranged reads; it leaves the
+// cache when the blob is replaced, gone or evicted.
 type heldFile struct {
-	f     *os.File
-	fi    os.FileInfo // f's, to tell whether the name still leads to it
-	users int
-	// closing: out of the cache (replaced, gone or evicted, or never in
-	// it); the last user closes f.
-	closing bool
+	handle[*os.File]
+	fi os.FileInfo // the file's, to tell whether the name still leads to it
 }
 
 // rangeFile returns an open file of the blob at p for positioned reads, and
@@ -48,7 +45,7 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 	if h != nil && err == nil && os.SameFile(h.fi, fi) {
 		h.users++
 		s.heldMu.Unlock()
-		return h.f, func() { s.release(h) }, nil
+		return h.v, func() { s.release(h) }, nil
 	}
 	if h != nil {
 		s.drop(p, h)
@@ -70,7 +67,7 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 		f.Close()
 		return nil, nil, err
 	}
-	h = &heldFile{f: f, fi: ofi, users: 1, closing: true}
+	h = &heldFile{handle: handle[*os.File]{v: f, users: 1, closing: true}, fi: ofi}
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
 	if old := s.held[p]; old != nil {
@@ -94,19 +91,13 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 func (s *Store) release(h *heldFile) {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
-	h.users--
-	if h.users == 0 && h.closing {
-		h.f.Close()
-	}
+	h.done()
 }
 
 // drop takes h, cached as p, out of the cache. Called with heldMu.
 func (s *Store) drop(p string, h *heldFile) {
 	delete(s.held, p)
-	h.closing = true
-	if h.users == 0 {
-		h.f.Close()
-	}
+	h.retire()
 }
 
 // forget lets go of the file kept for the blob at p, which this store
