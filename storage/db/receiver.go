@@ -153,24 +153,6 @@ func (db *DB) ReceiverSequence(ctx context.Context, folderID string) (int64, err
 	return seq, nil
 }
 
-// HasSealedRecord reports whether the folder holds the record of origin
-// with counter.
-func (db *DB) HasSealedRecord(ctx context.Context, folderID string, origin []byte, counter uint64) (bool, error) {
-	if counter > math.MaxInt64 {
-		return false, nil
-	}
-	var one int
-	err := db.sql.QueryRowContext(ctx, `SELECT 1 FROM receiver_records
-		WHERE folder_id = ? AND origin = ? AND counter = ?`, folderID, origin, int64(counter)).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("looking up sealed record of folder %q: %w", folderID, err)
-	}
-	return true, nil
-}
-
 // HasSealedChunk reports whether the folder holds the sealed chunk id.
 func (db *DB) HasSealedChunk(ctx context.Context, folderID string, id []byte) (bool, error) {
 	var one int

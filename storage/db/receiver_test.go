@@ -107,11 +107,8 @@ func TestAppendSealed(t *testing.T) {
 	if got, _ := db.SealedRecordsAfter(ctx, "enc", 0, 2); len(got) != 2 || got[1].Seq != 2 {
 		t.Fatalf("limit 2: %+v", got)
 	}
-	if ok, err := db.HasSealedRecord(ctx, "enc", id32(9), 2); !ok || err != nil {
-		t.Fatalf("HasSealedRecord(9, 2) = %v, %v", ok, err)
-	}
-	if ok, err := db.HasSealedRecord(ctx, "enc", id32(9), 3); ok || err != nil {
-		t.Fatalf("HasSealedRecord(9, 3) = %v, %v", ok, err)
+	if held, err := db.SealedCountersHeld(ctx, "enc", id32(9), []uint64{2, 3}); !held[2] || held[3] || err != nil {
+		t.Fatalf("SealedCountersHeld(9, [2 3]) = %v, %v", held, err)
 	}
 	if seq, err := db.ReceiverSequence(ctx, "enc"); seq != 5 || err != nil {
 		t.Fatalf("ReceiverSequence = %d, %v", seq, err)
