@@ -8,10 +8,6 @@ import (
 // maxCachedDirs bounds the directory handles a Store keeps open.
 const maxCachedDirs = 1 << 12
 
-// cachedDir is a directory handle of the cache; it leaves the cache when
-// the cache fills, or at Close.
-type cachedDir = handle[*os.Root]
-
 // dir returns an os.Root of the store's directory dir (relative to the
 // store), creating it and its parents when create is set, and the function
 // to call when done with it; created lists the parents to fsync before a
@@ -22,13 +18,9 @@ type cachedDir = handle[*os.Root]
 // handle stays valid while it runs. Files opened through a handle stay
 // usable after it is done.
 func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, done func(), err error) {
-	s.mu.Lock()
-	if c := s.dirs[dir]; c != nil {
-		c.users++
-		s.mu.Unlock()
-		return c.v, nil, func() { s.doneDir(c) }, nil
+	if r, done, ok := s.dirs.get(dir, func(*os.Root) bool { return true }); ok {
+		return r, nil, done, nil
 	}
-	s.mu.Unlock()
 	r, err = s.root.OpenRoot(dir)
 	if notExist(err) && create {
 		if created, err = s.mkdirs(dir); err != nil {
@@ -39,36 +31,7 @@ func (s *Store) dir(dir string, create bool) (r *os.Root, created []string, done
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old := s.dirs[dir]; old != nil {
-		r.Close()
-		old.users++
-		return old.v, created, func() { s.doneDir(old) }, nil
-	}
-	if len(s.dirs) >= s.maxDirs {
-		for k, c := range s.dirs {
-			s.retireDir(k, c)
-		}
-	}
-	c := &cachedDir{v: r, users: 1, closing: s.dirsClosed}
-	if !c.closing {
-		s.dirs[dir] = c
-	}
-	return r, created, func() { s.doneDir(c) }, nil
-}
-
-// doneDir ends one use of c.
-func (s *Store) doneDir(c *cachedDir) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c.done()
-}
-
-// retireDir takes c, cached as dir, out of the cache. Called with s.mu.
-func (s *Store) retireDir(dir string, c *cachedDir) {
-	delete(s.dirs, dir)
-	c.retire()
+	return r, created, s.dirs.add(dir, r, true), nil
 }
 
 // openBlob opens the regular file at p (not a symlink or anything else:
@@ -89,15 +52,4 @@ func (s *Store) openBlob(p string) (*os.File, error) {
 		return nil, syscall.ELOOP
 	}
 	return d.Open(baseOf(p))
-}
-
-// closeDirs releases the cached directory handles (those in use once
-// their users are done) and caches no more.
-func (s *Store) closeDirs() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dirsClosed = true
-	for k, c := range s.dirs {
-		s.retireDir(k, c)
-	}
 }

@@ -72,17 +72,12 @@ type Store struct {
 	wholeFS bool
 	// syncMu runs one Sync at a time: a Sync whose blobs another one took
 	// into its flush must not return before that flush ends.
-	syncMu     sync.Mutex
-	syncHook   func() // tests: runs once a Sync has taken the pending set
-	mu         sync.Mutex
-	pending    map[string]struct{}
-	dirs       map[string]*cachedDir // see dir
-	maxDirs    int                   // maxCachedDirs; tests lower it
-	dirsClosed bool                  // under mu: nothing more is cached
-
-	heldMu sync.Mutex
-	held   map[string]*heldFile // see rangeFile
-	closed bool                 // under heldMu: nothing more is kept open
+	syncMu   sync.Mutex
+	syncHook func() // tests: runs once a Sync has taken the pending set
+	mu       sync.Mutex
+	pending  map[string]struct{}
+	dirs     *handles[*os.Root] // see dir
+	kept     *handles[keptFile] // see rangeFile
 }
 
 var (
@@ -102,13 +97,13 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
-	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: make(map[string]*cachedDir), maxDirs: maxCachedDirs, held: make(map[string]*heldFile)}, nil
+	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: newHandles[*os.Root](maxCachedDirs), kept: newHandles[keptFile](maxKeptFiles)}, nil
 }
 
 // Close releases the directory. The Store must not be used afterwards.
 func (s *Store) Close() error {
-	s.closeHeld()
-	s.closeDirs()
+	s.kept.close()
+	s.dirs.close()
 	return s.root.Close()
 }
 
@@ -227,7 +222,7 @@ func (s *Store) remove(ctx context.Context, key string) error {
 		return err
 	}
 	err := s.root.Remove(p)
-	s.forget(p)
+	s.kept.forget(p)
 	if err != nil {
 		if notExist(err) {
 			return blob.ErrNotExist

@@ -456,7 +456,7 @@ func TestGetRangeConcurrent(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	const keys = maxHeldFiles * 2
+	const keys = maxKeptFiles * 2
 	for i := range keys {
 		data := strings.Repeat(fmt.Sprintf("%03d", i), 100)
 		if err := s.Put(ctx, fmt.Sprintf("packs/%04d", i), strings.NewReader(data), int64(len(data))); err != nil {
@@ -482,9 +482,9 @@ func TestGetRangeConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	for p, h := range s.held {
+	s.kept.mu.Lock()
+	defer s.kept.mu.Unlock()
+	for p, h := range s.kept.m {
 		if h.users != 0 {
 			t.Errorf("%s still has %d users", p, h.users)
 		}

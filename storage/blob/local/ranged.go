@@ -6,18 +6,18 @@ import (
 	"syscall"
 )
 
-// maxHeldFiles bounds the blob files kept open for ranged reads.
-const maxHeldFiles = 64
+// maxKeptFiles bounds the blob files kept open for ranged reads.
+const maxKeptFiles = 64
 
 // keepOpen: on Windows an open file cannot be deleted or renamed over, so
 // nothing is kept open there.
 const keepOpen = runtime.GOOS != "windows"
 
-// heldFile is a blob's file kept open for ranged reads; it leaves the
-// cache when the blob is replaced, gone or evicted.
-type heldFile struct {
-	handle[*os.File]
-	fi os.FileInfo // the file's, to tell whether the name still leads to it
+// keptFile is a blob's file kept open for ranged reads, with its
+// FileInfo, to tell whether the name still leads to it.
+type keptFile struct {
+	*os.File
+	fi os.FileInfo
 }
 
 // rangeFile returns an open file of the blob at p for positioned reads, and
@@ -40,21 +40,13 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 	if err == nil && !fi.Mode().IsRegular() {
 		err = syscall.ELOOP
 	}
-	s.heldMu.Lock()
-	h := s.held[p]
-	if h != nil && err == nil && os.SameFile(h.fi, fi) {
-		h.users++
-		s.heldMu.Unlock()
-		return h.v, func() { s.release(h) }, nil
-	}
-	if h != nil {
-		s.drop(p, h)
-	}
-	s.heldMu.Unlock()
 	if err != nil {
+		s.kept.forget(p)
 		return nil, nil, err
 	}
-
+	if k, kdone, ok := s.kept.get(p, func(k keptFile) bool { return os.SameFile(k.fi, fi) }); ok {
+		return k.File, kdone, nil
+	}
 	f, err := d.Open(baseOf(p))
 	if err != nil {
 		return nil, nil, err
@@ -67,57 +59,5 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 		f.Close()
 		return nil, nil, err
 	}
-	h = &heldFile{handle: handle[*os.File]{v: f, users: 1, closing: true}, fi: ofi}
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	if old := s.held[p]; old != nil {
-		s.drop(p, old)
-	}
-	if len(s.held) >= maxHeldFiles {
-		for k, o := range s.held {
-			if o.users == 0 {
-				s.drop(k, o)
-			}
-		}
-	}
-	if keepOpen && !s.closed && len(s.held) < maxHeldFiles && os.SameFile(fi, ofi) {
-		h.closing = false
-		s.held[p] = h
-	}
-	return f, func() { s.release(h) }, nil
-}
-
-// release ends one use of h. Called without heldMu.
-func (s *Store) release(h *heldFile) {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	h.done()
-}
-
-// drop takes h, cached as p, out of the cache. Called with heldMu.
-func (s *Store) drop(p string, h *heldFile) {
-	delete(s.held, p)
-	h.retire()
-}
-
-// forget lets go of the file kept for the blob at p, which this store
-// just replaced or removed: a file kept open would hold on to the old
-// version's disk space.
-func (s *Store) forget(p string) {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	if h := s.held[p]; h != nil {
-		s.drop(p, h)
-	}
-}
-
-// closeHeld closes every file kept for ranged reads, and keeps no more;
-// those in use close when their reads end.
-func (s *Store) closeHeld() {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	s.closed = true
-	for p, h := range s.held {
-		s.drop(p, h)
-	}
+	return f, s.kept.add(p, keptFile{f, ofi}, keepOpen && os.SameFile(fi, ofi)), nil
 }

@@ -133,7 +133,7 @@ func TestDirCacheFullUnderUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.maxDirs = 2
+	s.dirs.max = 2
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)

@@ -108,7 +108,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, 
 	} else if err := s.root.Rename(tmp, final); err != nil {
 		return conflict(err)
 	}
-	s.forget(final)
+	s.kept.forget(final)
 	if err := d.Sync(); err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reade
 	if err := d.Rename(tmp, baseOf(final)); err != nil {
 		return conflict(err)
 	}
-	s.forget(final)
+	s.kept.forget(final)
 	s.mu.Lock()
 	s.pending[final] = struct{}{}
 	s.pending[dir] = struct{}{}
