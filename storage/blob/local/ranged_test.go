@@ -33,6 +33,22 @@ func openFilesUnder(t *testing.T, dir string) []string {
 	return open
 }
 
+// openWatched opens a store in a new directory whose open files
+// openFilesUnder can list; it skips the test where there is no /proc.
+func openWatched(t *testing.T) (*Store, string) {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	openFilesUnder(t, dir)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
 // TestGetRangeReleasesRemovedBlobs: once a blob is deleted, or replaced,
 // through the store, no file of its old version may stay open. A file kept
 // open for ranged reads pins the disk space of a deleted pack (and leaves a
@@ -46,15 +62,7 @@ func TestGetRangeReleasesRemovedBlobs(t *testing.T) {
 			name = "replace"
 		}
 		t.Run(name, func(t *testing.T) {
-			dir, err := filepath.EvalSymlinks(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			openFilesUnder(t, dir) // skips without /proc
-			s, err := Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, dir := openWatched(t)
 			defer s.Close()
 			const key = "packs/0123456789abcdef"
 			data := strings.Repeat("x", 1<<16)
@@ -90,15 +98,7 @@ func TestGetRangeReleasesRemovedBlobs(t *testing.T) {
 // TestCloseWhileReading: files that ranged reads racing Close open are not
 // kept, so none stays open once the reads end.
 func TestCloseWhileReading(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	openFilesUnder(t, dir) // skips without /proc
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := openWatched(t)
 	ctx := context.Background()
 	for i := range 8 {
 		if err := s.Put(ctx, fmt.Sprintf("packs/%04d", i), strings.NewReader("abcdef"), 6); err != nil {
