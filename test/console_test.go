@@ -131,10 +131,14 @@ func get[T any](c *console, what string, a chromedp.Action[T]) T {
 }
 
 // text returns the visible text of the first element matching the CSS
-// selector sel.
+// selector sel, waiting for one to appear. It reads in one script rather
+// than through chromedp's node IDs, which a DOM change between the query
+// and the read can invalidate ("No node with given id found").
 func (c *console) text(sel string) string {
 	c.t.Helper()
-	return get(c, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))
+	// An array, because an empty text is falsy and would keep the poll going.
+	got := get(c, "reading "+sel, chromedp.Poll[[]string](`(e => e && [e.innerText])(document.querySelector(`+strconv.Quote(sel)+`))`))
+	return got[0]
 }
 
 // count returns how many elements match the CSS selector sel.
