@@ -1,0 +1,6 @@
+//go:build !linux
+
+package crypt
+
+// readyForScrypt runs fn: only Linux is asked for huge pages.
+func readyForScrypt(_ int, fn func() error) error { return fn() }
