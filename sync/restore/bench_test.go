@@ -88,3 +88,42 @@ func BenchmarkRecover(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenameAll measures putting 10,000 written files, 100 to a
+// directory, under their names, with 1 and with renameWorkers at once.
+func BenchmarkRenameAll(b *testing.B) {
+	const dirs, perDir = 100, 100
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, workers := range []int{1, renameWorkers} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				root, err := fsys.Open(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				w := newWriter(root, nil, log, nil)
+				for d := range dirs {
+					if err := root.MkdirAll(fmt.Sprintf("d%03d", d), 0o755); err != nil {
+						b.Fatal(err)
+					}
+					for i := range perDir {
+						name := fmt.Sprintf("d%03d/f%03d", d, i)
+						f, tmp, err := root.CreateTemp(name)
+						if err != nil {
+							b.Fatal(err)
+						}
+						f.Close()
+						w.renames = append(w.renames, rename{tmp: tmp, name: name})
+					}
+				}
+				b.StartTimer()
+				if err := w.renameAll(context.Background(), workers); err != nil {
+					b.Fatal(err)
+				}
+				root.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

