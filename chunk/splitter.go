@@ -7,14 +7,17 @@ import (
 	"github.com/restic/chunker"
 )
 
+// readSize is the least a Splitter reads at once, beyond a chunk it holds.
+const readSize = 1 << 20
+
 // Splitter cuts streams into content-defined chunks with one polynomial.
 //
-// A Splitter reuses its buffers (about MaxSize plus 512 KiB) across streams.
-// It is not safe for concurrent use: use one per goroutine.
+// A Splitter reuses its buffer (MaxSize plus 1 MiB) across streams. It is
+// not safe for concurrent use: use one per goroutine.
 type Splitter struct {
 	pol chunker.Pol
-	rc  *chunker.Chunker
-	buf []byte // chunk data buffer handed to fn; capacity MaxSize
+	tab *tables
+	buf []byte
 }
 
 // NewSplitter returns a Splitter that cuts with pol. pol must be an
@@ -28,11 +31,7 @@ func NewSplitter(pol chunker.Pol) (*Splitter, error) {
 	if !pol.Irreducible() {
 		return nil, fmt.Errorf("%w: %v is reducible", ErrPolynomial, pol)
 	}
-	return &Splitter{
-		pol: pol,
-		rc:  chunker.NewWithBoundaries(nil, pol, MinSize, MaxSize),
-		buf: make([]byte, 0, MaxSize),
-	}, nil
+	return &Splitter{pol: pol, tab: tablesFor(pol), buf: make([]byte, MaxSize+readSize)}, nil
 }
 
 // Split reads r to EOF and calls fn once for each chunk, in stream order.
@@ -66,28 +65,55 @@ func (s *Splitter) Chunks(r io.Reader) ([]Chunk, error) {
 
 // cut is Split without hashing: it calls fn with each chunk's offset and
 // bytes. It is separate so that benchmarks can time the chunker alone.
+//
+// The buffer holds the chunk being cut from its start; a chunk ends at the
+// first cut at least MinSize into it (see findCut), at MaxSize, or where
+// the stream does.
 func (s *Splitter) cut(r io.Reader, fn func(off int64, data []byte) error) error {
-	s.rc.ResetWithBoundaries(r, s.pol, MinSize, MaxSize)
-	s.rc.SetAverageBits(AverageBits)
-	// Drop the reference to r however we leave, so that a Splitter kept in
-	// a pool does not pin the caller's reader.
-	defer s.rc.ResetWithBoundaries(nil, s.pol, MinSize, MaxSize)
+	buf := s.buf
+	var (
+		base   int64 // stream offset of buf[0]
+		start  int   // the chunk's first byte in buf
+		filled int   // bytes in buf
+		next   int   // ends up to here are known not to cut the chunk
+		eof    bool
+	)
 	for {
-		c, err := s.rc.Next(s.buf)
-		// Only the bare io.EOF ends a stream, as the chunker itself tests it:
-		// a reader's wrapped EOF is an error, and the chunker has dropped
-		// the bytes of the chunk in progress.
-		if err == io.EOF {
+		limit := start + MaxSize
+		to := min(limit, filled)
+		final := eof || limit <= filled
+		end := -1
+		if from := max(next, start+MinSize-1); from < to {
+			end, next = s.tab.findCut(buf, from, to, final)
+		}
+		if end < 0 && final {
+			end = to
+		}
+		if end > start {
+			if err := fn(base+int64(start), buf[start:end]); err != nil {
+				return err
+			}
+			start, next = end, 0
+			continue
+		}
+		if eof {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("chunk: reading stream: %w", err)
+		if filled == len(buf) {
+			// The chunk so far is under MaxSize, so at least readSize is
+			// free once it moves to the front.
+			n := copy(buf, buf[start:filled])
+			base += int64(start)
+			next = max(next-start, 0)
+			start, filled = 0, n
 		}
-		// Next appends into s.buf[:0]; it never grows past MaxSize, but keep
-		// whatever it used so a reallocation is never repeated.
-		s.buf = c.Data[:0]
-		if err := fn(int64(c.Start), c.Data); err != nil {
-			return err
+		n, err := io.ReadFull(r, buf[filled:])
+		filled += n
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			eof = true
+		case err != nil:
+			return fmt.Errorf("chunk: reading stream: %w", err)
 		}
 	}
 }
