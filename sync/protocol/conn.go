@@ -143,6 +143,10 @@ type outFrame struct {
 	data   []byte
 	last   bool // a Close frame: end the connection once it is written
 	pooled bool // data came from getBuf and is recycled once written
+	// tail, if set, is the rest of the frame, written from the model's
+	// buffer, which release hands back once it is written.
+	tail    []byte
+	release func()
 }
 
 // pendingRequest is one of our requests awaiting its Response.

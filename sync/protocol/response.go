@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -16,6 +17,35 @@ import (
 
 // streamResponseMin is the body size from which Responses are streamed.
 const streamResponseMin = 64 << 10
+
+// The sending side saves a copy too: a Response with at least
+// streamResponseMin bytes of data is framed without them (responseHead),
+// and the writer sends the data straight from the model's buffer after
+// its frame's first bytes, releasing the buffer to the model only once it
+// is written. Serving 1 GiB of blocks, marshalling each into its frame
+// cost ~0.24 s of copying on the dev machine.
+
+// responseHead returns, in a buffer from getBuf, the frame of a successful
+// Response to request id carrying size bytes of data, up to where the data
+// starts: the frame header, the id and the data's tag and length, laid out
+// as readResponse streams it.
+func responseHead(id int64, size int) ([]byte, error) {
+	buf := getBuf(headerSize + 2*binary.MaxVarintLen64 + 2)
+	buf = append(buf, 0, 0, 0, 0, byte(MessageType_MESSAGE_TYPE_RESPONSE), 0)
+	if id != 0 {
+		buf = protowire.AppendTag(buf, 1, protowire.VarintType)
+		buf = protowire.AppendVarint(buf, uint64(id))
+	}
+	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(size))
+	length := len(buf) - 4 + size
+	if length > MaxFrameSize {
+		putBuf(buf)
+		return nil, fmt.Errorf("%w: response frame of %d bytes, limit %d", ErrFrameTooLarge, length, MaxFrameSize)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(length))
+	return buf, nil
+}
 
 // responsePrefix is how much of a Response body is read to find where its
 // data starts: the id (tag and up to 10 bytes) and the data's tag and

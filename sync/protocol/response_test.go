@@ -2,9 +2,14 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net"
+	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -110,5 +115,105 @@ func TestResponseMalformed(t *testing.T) {
 	b = append(b, 0xff, 0xff)
 	if _, err := ReadMessage(bytes.NewReader(frameOf(b))); !errors.Is(err, ErrMalformed) {
 		t.Errorf("garbage after the data: %v", err)
+	}
+}
+
+// TestResponseHead checks that a head followed by the data is exactly the
+// frame appendFrame makes of the whole Response.
+func TestResponseHead(t *testing.T) {
+	for _, id := range []int64{0, 1, 300, 1 << 40, -1} {
+		for _, size := range []int{streamResponseMin, 384 << 10, 4 << 20} {
+			data := bytes.Repeat([]byte{byte(size)}, size)
+			want, err := appendFrame(nil, &Response{Id: id, Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, err := responseHead(id, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := append(head, data...); !bytes.Equal(got, want) {
+				t.Errorf("id %d, %d bytes: head and data differ from the marshalled frame", id, size)
+			}
+		}
+	}
+	if _, err := responseHead(1, MaxFrameSize); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("responseHead over the frame limit: %v", err)
+	}
+}
+
+// releasingModel answers requests from buffers of its own and scribbles
+// over each once it is released, as a pool reusing it would.
+type releasingModel struct {
+	*recordingModel
+	mu       sync.Mutex
+	released map[*byte]int
+}
+
+func (m *releasingModel) Release(data []byte) {
+	for i := range data {
+		data[i] = 0xff
+	}
+	m.mu.Lock()
+	m.released[unsafe.SliceData(data)]++
+	m.mu.Unlock()
+}
+
+// TestConnLargeResponseReleasedAfterWrite serves large answers that the
+// writer sends from the model's buffers: each arrives intact, so none was
+// handed back before it was written, and each is released exactly once.
+func TestConnLargeResponseReleasedAfterWrite(t *testing.T) {
+	ca, cb := net.Pipe()
+	a := serve(t, DeviceID{'b'}, ca, newRecordingModel(), Options{})
+	m := &releasingModel{recordingModel: newRecordingModel(), released: map[*byte]int{}}
+	var mu sync.Mutex
+	var answered []*byte
+	m.answer = func(_ context.Context, req *Request) ([]byte, error) {
+		data := bytes.Repeat([]byte{byte(req.GetOffset())}, int(req.GetSize()))
+		mu.Lock()
+		answered = append(answered, unsafe.SliceData(data))
+		mu.Unlock()
+		return data, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &served{conn: NewConn(DeviceID{'a'}, cb, m, Options{}), model: m.recordingModel, cancel: cancel, errc: make(chan error, 1)}
+	go func() { b.errc <- b.conn.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		b.wait(t)
+	})
+
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			size := streamResponseMin + i*7919
+			data, err := a.conn.Request(context.Background(), &Request{Name: "f", Offset: int64(i), Size: uint32(size)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(data) != size || bytes.Count(data, []byte{byte(i)}) != size {
+				t.Errorf("request %d: the answer arrived changed", i)
+			}
+		})
+	}
+	wg.Wait()
+	// The last release may come just after its answer arrived.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		n := len(m.released)
+		m.mu.Unlock()
+		if n == len(answered) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range answered {
+		if m.released[p] != 1 {
+			t.Errorf("a buffer was released %d times, want once", m.released[p])
+		}
 	}
 }

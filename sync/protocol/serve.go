@@ -144,20 +144,42 @@ func (c *Conn) startRequest(ctx context.Context, req *Request, wg *sync.WaitGrou
 		if err == nil && len(data) > int(req.GetSize()) {
 			err = fmt.Errorf("model answered %d bytes to a request for %d", len(data), req.GetSize())
 		}
+		if ctx.Err() != nil {
+			return // the connection is ending; the answer would be lost
+		}
+		release := func() {}
+		if r, ok := c.model.(Releaser); ok && err == nil {
+			release = func() { r.Release(data) }
+		}
+		// The response can only fail to go out if the connection ends.
+		if err == nil && len(data) >= streamResponseMin {
+			c.sendData(ctx, req.GetId(), data, release)
+			return
+		}
 		resp := &Response{Id: req.GetId(), Code: codeOf(err)}
 		if err == nil {
 			resp.Data = data
 		}
-		if ctx.Err() != nil {
-			return // the connection is ending; the answer would be lost
-		}
-		// The response can only fail to go out if the connection ends.
 		_ = c.send(ctx, resp)
 		// send copied the data into its frame; the model may reuse it.
-		if r, ok := c.model.(Releaser); ok && err == nil {
-			r.Release(data)
-		}
+		release()
 	})
+}
+
+// sendData queues a successful Response whose data the writer sends from
+// the model's buffer; release runs once the buffer is no longer needed.
+func (c *Conn) sendData(ctx context.Context, id int64, data []byte, release func()) {
+	head, err := responseHead(id, len(data))
+	if err != nil {
+		// Too large to frame: an error answer instead, as send gives.
+		release()
+		_ = c.send(ctx, &Response{Id: id, Code: codeOf(err)})
+		return
+	}
+	if err := c.enqueue(ctx, outFrame{data: head, pooled: true, tail: data, release: release}); err != nil {
+		putBuf(head)
+		release()
+	}
 }
 
 // deliver hands resp to the request waiting for it. Answers nobody waits
@@ -226,6 +248,17 @@ func (c *Conn) writeQueued(bw *bufio.Writer, f outFrame) (last bool, err error) 
 		_, err := bw.Write(f.data)
 		if f.pooled {
 			putBuf(f.data) // bufio copied it or wrote it through
+		}
+		if f.tail != nil {
+			// Straight from the model's buffer, past bufio, which would
+			// copy up to its size of it first.
+			if err == nil {
+				err = bw.Flush()
+			}
+			if err == nil {
+				_, err = c.rw.Write(f.tail)
+			}
+			f.release()
 		}
 		if err != nil {
 			return false, err
