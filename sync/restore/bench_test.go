@@ -118,7 +118,7 @@ func BenchmarkRenameAll(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				if err := w.renameAll(context.Background(), workers); err != nil {
+				if err := w.renameAll(workers); err != nil {
 					b.Fatal(err)
 				}
 				root.Close()

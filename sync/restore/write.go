@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -98,20 +99,24 @@ type rename struct {
 const renameWorkers = 4
 
 // renameAll renames every written file into place, at most workers at
-// once, marking each done; after the first failure it starts no more.
-func (w *writer) renameAll(ctx context.Context, workers int) error {
-	g, gctx := errgroup.WithContext(ctx)
+// once, marking each done; after the first failure it starts no more. It
+// does not stop when the recovery's context ends: the data is durable by
+// now, and finishing the renames leaves fewer files out of place.
+func (w *writer) renameAll(workers int) error {
+	var g errgroup.Group
 	g.SetLimit(workers)
+	var failed atomic.Bool
 	for i := range w.renames {
-		rn := &w.renames[i]
-		if gctx.Err() != nil {
+		if failed.Load() {
 			break
 		}
+		rn := &w.renames[i]
 		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
+			if failed.Load() {
+				return nil
 			}
 			if err := w.fs.Rename(rn.tmp, rn.name); err != nil {
+				failed.Store(true)
 				return fmt.Errorf("renaming %q into place: %w", rn.name, err)
 			}
 			rn.done = true
@@ -160,7 +165,7 @@ func (w *writer) writeAll(ctx context.Context, p *plan) error {
 		err = w.fs.Sync()
 	}
 	if err == nil {
-		err = w.renameAll(ctx, renameWorkers)
+		err = w.renameAll(renameWorkers)
 	}
 	for _, rn := range w.renames {
 		if rn.done {
