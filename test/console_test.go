@@ -162,12 +162,44 @@ func (c *console) submit(what string, fields map[string]string, button, want str
 	// before a search).
 	get(c, "marking the page", chromedp.Evaluate[bool](`(document.documentElement.dataset.old = "1", true)`))
 	want = "html:not([data-old]) " + want
-	var steps []chromedp.Action[chromedp.Void]
-	for sel, v := range fields {
-		steps = append(steps, chromedp.SetValue(chromedp.CSS(sel), v))
+	c.run(what, setAndClick(fields, button), chromedp.WaitVisible(chromedp.CSS(want)))
+}
+
+// click clicks the first element matching sel, once there is one.
+func (c *console) click(what, sel string) {
+	c.t.Helper()
+	c.run(what, setAndClick(nil, sel))
+}
+
+// setAndClick waits until the page has the fields (CSS selector -> value)
+// and a visible button, then sets the fields' values as chromedp.SetValue does (with
+// input and change events) and clicks the button, all in one script: the
+// page cannot change in between, as it can between chromedp's query of a
+// node and its use (an htmx refresh replaces rows every two seconds, and
+// the action fails with "No node with given id found").
+func setAndClick(fields map[string]string, button string) chromedp.Action[chromedp.Void] {
+	if fields == nil {
+		fields = map[string]string{}
 	}
-	steps = append(steps, chromedp.Click(chromedp.CSS(button)), chromedp.WaitVisible(chromedp.CSS(want)))
-	c.run(what, steps...)
+	js, err := json.Marshal(fields)
+	if err != nil {
+		panic(err)
+	}
+	return chromedp.Poll[chromedp.Void](`(() => {
+		const fields = ` + string(js) + `;
+		const button = document.querySelector(` + strconv.Quote(button) + `);
+		const els = Object.keys(fields).map(s => document.querySelector(s));
+		if (!button || els.includes(null)) return false;
+		// Only what a user could click: laid out, as chromedp's wait has it.
+		if (!(button.offsetWidth || button.offsetHeight || button.getClientRects().length)) return false;
+		els.forEach((e, i) => {
+			e.value = Object.values(fields)[i];
+			e.dispatchEvent(new Event("input", {bubbles: true}));
+			e.dispatchEvent(new Event("change", {bubbles: true}));
+		});
+		button.click();
+		return true;
+	})()`)
 }
 
 // screenshot saves the page to $LOCKSTEP_SCREENSHOTS/name.png when set.
@@ -202,7 +234,7 @@ func (c *console) setUp() {
 	if got := c.text("#device-id"); got != c.n.ID {
 		c.t.Fatalf("dashboard shows device ID %q, want %q", got, c.n.ID)
 	}
-	c.run("logging out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login")))
+	c.submit("logging out", nil, "#logout", "#login")
 	c.submit("wrong login", map[string]string{"#password": "not the password"}, "#login", "#error")
 	if got := c.text("#error"); got != "wrong password" {
 		c.t.Fatalf("wrong password: page says %q", got)
@@ -361,7 +393,7 @@ func TestConsoleVersions(t *testing.T) {
 	cb := openConsole(t, browser, b)
 	cb.setUp()
 	cb.visit("/folders/f", "#versions-link")
-	cb.run("opening the versions page", chromedp.Click(chromedp.CSS("#versions-link")), chromedp.WaitVisible(chromedp.CSS("#version-search")))
+	cb.submit("opening the versions page", nil, "#versions-link", "#version-search")
 	if n := cb.count("#version-files a"); n != 2 {
 		t.Fatalf("the versions page lists %d files, want 2:\n%s", n, cb.dump())
 	}
@@ -391,13 +423,14 @@ func TestConsoleVersions(t *testing.T) {
 	if _, err := chromedp.CallBrowser(cb.ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dl}); err != nil {
 		t.Fatalf("allowing downloads: %v", err)
 	}
-	cb.run("downloading the oldest version", chromedp.Click(chromedp.CSS("#versions tbody tr:last-child a.download")))
+	cb.click("downloading the oldest version", "#versions tbody tr:last-child a.download")
 	eventually(t, 30*time.Second, "the download of x.txt", func() bool {
 		b, err := os.ReadFile(filepath.Join(dl, "x.txt"))
 		return err == nil && string(b) == "one"
 	})
 	// The last row is the oldest version: "one".
-	cb.run("restoring the oldest version", chromedp.Click(chromedp.CSS("#versions tbody tr:last-child button.restore")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	cb.click("restoring the oldest version", "#versions tbody tr:last-child button.restore")
+	cb.run("waiting for the restore", chromedp.WaitVisible(chromedp.CSS("#flash")))
 	if got := cb.text("#flash"); got != "Restored x.txt." {
 		t.Fatalf("restore says %q", got)
 	}
