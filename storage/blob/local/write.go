@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -117,8 +118,18 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, size int64, 
 
 // copyIn writes size bytes of r (or all of it, for -1) to f in large
 // pieces: through a 32 KiB copy a chunk of a few hundred KiB is a dozen
-// write calls.
+// write calls. Bytes already in memory (a *bytes.Reader of the declared
+// size, as a receiver hands over the chunks it fetched) go to f in one
+// write, without passing through the copy buffer (PutUnsynced of 256 KiB
+// blobs: 401–421 MB/s through it, 439–473 MB/s without).
 func copyIn(ctx context.Context, f *os.File, r io.Reader, size int64) error {
+	if br, ok := r.(*bytes.Reader); ok && (size < 0 || int64(br.Len()) == size) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := br.WriteTo(f)
+		return err
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	_, err := io.CopyBuffer(writerOnly{f}, sized.NewReader(ctx, r, size), *bp)
