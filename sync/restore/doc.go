@@ -5,8 +5,9 @@
 // Recover dials the receiver (TLS pinned to the receiver's device ID),
 // announces the folder with nothing held, so that the receiver sends its
 // whole record log, fetches and opens the folder key envelope (taking in
-// the log meanwhile: scrypt takes about a second), opens and checks every
-// sealed record, keeps the winning version of each name, and
+// the log meanwhile, and the sealed chunks of small files, which the
+// records name in the clear: scrypt takes about a second), opens and
+// checks every sealed record, keeps the winning version of each name, and
 // writes the winners' tree into an empty target directory, fetching and
 // checking every chunk.
 //
@@ -26,7 +27,11 @@
 //     built in a temporary file, fsynced, given its mode and mtime, and
 //     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
 //     recovery.
-//   - At most MaxChunksInFlight chunk requests are outstanding at once.
+//   - At most MaxChunksInFlight chunk requests are outstanding at once,
+//     and while the key opens at most prefetchInFlight, fetching chunks
+//     of records of one chunk until prefetchBudget bytes are held. Those
+//     are opened and checked like any other when a file takes them; one
+//     never fetched is asked for again.
 //     SealedIndex messages are acknowledged as they are processed, so the
 //     receiver's flow control keeps the log's memory use bounded per
 //     message; the winners of all names are kept in memory.

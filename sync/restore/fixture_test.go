@@ -227,8 +227,10 @@ type testReceiver struct {
 	active     int // chunk requests being answered
 	maxActive  int
 	peerCC     *protocol.ClusterConfig
-	// ackedAtEnvelope is what was acknowledged when the envelope went.
-	ackedAtEnvelope int64
+	// ackedAtEnvelope is what was acknowledged when the envelope went,
+	// requestsAtEnvelope how many chunk requests were served by then.
+	ackedAtEnvelope    int64
+	requestsAtEnvelope int
 }
 
 // newTestReceiver returns a receiver serving s's log and chunks with the
@@ -396,6 +398,7 @@ func (m *receiverModel) Request(_ context.Context, _ protocol.DeviceID, req *pro
 		}
 		tr.mu.Lock()
 		tr.ackedAtEnvelope = tr.acked
+		tr.requestsAtEnvelope = tr.requests
 		tr.mu.Unlock()
 		return tr.envelope, nil
 	case protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK:

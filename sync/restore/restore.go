@@ -151,10 +151,16 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 		keys, err := s.folderKeys(kctx, opts.Password)
 		keysc <- opened{keys, err}
 	})
+	pf := newPrefetcher(ctx, s.conn, opts.Folder)
+	defer pf.close()
 	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {
 		log.Debug("opened folder key", "folder", opts.Folder, "log", last)
 		return newCollector(k, opts.Folder, log)
-	})
+	}, pf.offer)
+	pf.stop()
+	if n, size := pf.count(); n > 0 {
+		log.Debug("chunks fetched while the key opened", "chunks", n, "bytes", size)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -170,7 +176,7 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	}
 	defer root.Close()
 
-	w := newWriter(root, &sealedSource{conn: s.conn, keys: c.keys, folder: opts.Folder}, log, opts.Progress)
+	w := newWriter(root, &sealedSource{conn: s.conn, keys: c.keys, folder: opts.Folder, early: pf}, log, opts.Progress)
 	res, err := w.write(ctx, p)
 	res.DamagedRecords = c.bad
 	if err != nil {

@@ -201,7 +201,7 @@ type opened struct {
 // receiver waits for acknowledgements), then handed to a collector made
 // by newCollector with it, which collect returns. A failure on keys ends
 // the collection.
-func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, newCollector func(*crypt.Keys) *collector) (*collector, error) {
+func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, newCollector func(*crypt.Keys) *collector, early func(*protocol.SealedRecord)) (*collector, error) {
 	timer := time.NewTimer(s.logStall)
 	defer timer.Stop()
 	var (
@@ -248,6 +248,7 @@ func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, n
 				c.add(sr)
 			} else {
 				held = append(held, sr)
+				early(sr)
 			}
 		}
 		if c == nil {

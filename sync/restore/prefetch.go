@@ -1,0 +1,163 @@
+package restore
+
+import (
+	"context"
+	"sync"
+
+	"lockstep/crypt"
+	"lockstep/sync/protocol"
+)
+
+// While scrypt opens the folder key (about a second), the record log
+// arrives, but nothing can be opened or written, and a core is idle. The
+// records list their encrypted chunk IDs in the clear, so a prefetcher
+// fetches the chunks of small files (records of a single chunk) in that
+// time, up to a budget, and the writer takes them from memory instead of
+// waiting a round trip for each. What it fetches is opened and checked
+// exactly as a fetched chunk is; what fails to come is fetched again.
+const (
+	prefetchBudget   = 32 << 20 // bytes of chunks held
+	prefetchInFlight = 16
+)
+
+// prefetcher fetches sealed chunks offered to it until stopped.
+type prefetcher struct {
+	ctx    context.Context
+	conn   *protocol.Conn
+	folder string
+	wake   chan struct{} // cap 1: queue has grown or stop was called
+	done   chan struct{} // closed when the loop has ended
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	queue   []crypt.ChunkID
+	seen    map[crypt.ChunkID]bool
+	bodies  map[crypt.ChunkID][]byte
+	held    int64 // bytes in bodies and taken from it
+	fetched int   // chunks in bodies and taken from it
+	stopped bool
+}
+
+// newPrefetcher starts a prefetcher over conn; requests end with ctx.
+func newPrefetcher(ctx context.Context, conn *protocol.Conn, folder string) *prefetcher {
+	p := &prefetcher{ctx: ctx, conn: conn, folder: folder, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		seen: map[crypt.ChunkID]bool{}, bodies: map[crypt.ChunkID][]byte{}}
+	go p.loop()
+	return p
+}
+
+// offer queues the chunk of a record of one chunk, once.
+func (p *prefetcher) offer(sr *protocol.SealedRecord) {
+	if sr.GetDeleted() || len(sr.GetChunks()) != 1 {
+		return
+	}
+	id := crypt.ChunkID(sr.GetChunks()[0])
+	p.mu.Lock()
+	if p.stopped || p.seen[id] {
+		p.mu.Unlock()
+		return
+	}
+	p.seen[id] = true
+	p.queue = append(p.queue, id)
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *prefetcher) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop starts the queued fetches, at most prefetchInFlight at once, until
+// stopped or the budget is held.
+func (p *prefetcher) loop() {
+	defer close(p.done)
+	slots := make(chan struct{}, prefetchInFlight)
+	for {
+		p.mu.Lock()
+		stopped, full := p.stopped, p.held >= prefetchBudget
+		var id crypt.ChunkID
+		next := len(p.queue) > 0
+		if next {
+			id = p.queue[0]
+			p.queue = p.queue[1:]
+		}
+		p.mu.Unlock()
+		switch {
+		case stopped || full:
+			return
+		case !next:
+			select {
+			case <-p.wake:
+			case <-p.ctx.Done():
+				return
+			}
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-p.ctx.Done():
+			return
+		}
+		p.wg.Go(func() {
+			defer func() { <-slots }()
+			p.fetch(id)
+		})
+	}
+}
+
+// fetch requests one chunk and keeps it; a failure is left for the
+// writer's own request to meet and report.
+func (p *prefetcher) fetch(id crypt.ChunkID) {
+	body, err := p.conn.Request(p.ctx, &protocol.Request{
+		Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: p.folder, ChunkId: id[:], Size: uint32(crypt.MaxSealedChunkSize),
+	})
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.bodies[id] = body
+	p.held += int64(len(body))
+	p.fetched++
+	p.mu.Unlock()
+}
+
+// stop starts no more fetches and waits for those under way.
+func (p *prefetcher) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.queue = nil
+	p.mu.Unlock()
+	p.signal()
+	<-p.done
+	p.wg.Wait()
+}
+
+// count returns how many chunks were fetched and their bytes.
+func (p *prefetcher) count() (int, int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fetched, p.held
+}
+
+// take returns the sealed chunk id if it was fetched, once, or nil.
+func (p *prefetcher) take(id crypt.ChunkID) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	body := p.bodies[id]
+	delete(p.bodies, id)
+	return body
+}
+
+// close stops the prefetcher and gives back the chunks nobody took.
+func (p *prefetcher) close() {
+	p.stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, body := range p.bodies {
+		protocol.Recycle(body)
+		delete(p.bodies, id)
+	}
+}
