@@ -199,8 +199,8 @@ type opened struct {
 // opened (scrypt takes about a second): records are held until keys
 // delivers the key (at most sealedQueue messages of them; then the
 // receiver waits for acknowledgements), then handed to a collector made
-// by newCollector with it, which collect returns. A failure on keys ends
-// the collection.
+// by newCollector with it, which collect returns; each record held is also
+// shown to early as it comes. A failure on keys ends the collection.
 func (s *session) collect(ctx context.Context, last int64, keys <-chan opened, newCollector func(*crypt.Keys) *collector, early func(*protocol.SealedRecord)) (*collector, error) {
 	timer := time.NewTimer(s.logStall)
 	defer timer.Stop()
