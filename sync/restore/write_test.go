@@ -69,3 +69,52 @@ func TestRenameFailureLeavesNoTemporaries(t *testing.T) {
 		t.Errorf("Result counts %d files, %d are in place (of %d)", res.Files, found, files)
 	}
 }
+
+// cancelOnSync cancels a context at the first barrier, as a user's Ctrl-C
+// landing right after the data is durable would.
+type cancelOnSync struct {
+	fsys.FS
+	cancel context.CancelFunc
+}
+
+func (c cancelOnSync) Sync() error {
+	c.cancel()
+	return c.FS.Sync()
+}
+
+// TestCancelAfterBarrierStillRenames: once the data is durable, a cancel
+// does not leave written files out of place behind a nil error; every
+// file is renamed in.
+func TestCancelAfterBarrierStillRenames(t *testing.T) {
+	const files = 20
+	s := newSealer(t)
+	for i := range files {
+		data := fmt.Appendf(nil, "file %d", i)
+		s.add(index.Record{Name: fmt.Sprintf("f%02d", i), Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := newCollector(s.keys, testFolder, log)
+	for _, sr := range s.log {
+		c.add(sr)
+	}
+	dir := t.TempDir()
+	root, err := fsys.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newWriter(cancelOnSync{FS: root, cancel: cancel}, &memSource{keys: s.keys, chunks: s.chunks}, log, nil)
+	res, err := w.write(ctx, c.plan())
+	entries, rerr := os.ReadDir(dir)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil && (res.Files != files || len(entries) != files) {
+		t.Fatalf("write returned nil with %d files counted and %d entries, want %d", res.Files, len(entries), files)
+	}
+	if err != nil && len(entries) != res.Files {
+		t.Fatalf("write = %v with %d files counted and %d entries", err, res.Files, len(entries))
+	}
+}
