@@ -36,7 +36,7 @@ var hugeScrypt sync.Mutex
 // the range taken by other allocations meanwhile), the allocation is what
 // it would have been, only slower.
 func readyForScrypt(size int, fn func() error) error {
-	if size <= 0 || strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") {
+	if size <= 0 || !ScryptHugePages() {
 		return fn()
 	}
 	hugeScrypt.Lock()
@@ -57,4 +57,22 @@ func readyForScrypt(size int, fn func() error) error {
 	runtime.GC() // frees b, so that fn's allocation can take its range
 	defer unix.Syscall(unix.SYS_MADVISE, start, uintptr(n), unix.MADV_NOHUGEPAGE)
 	return fn()
+}
+
+// ScryptHugePages reports whether scrypt's work area can be given huge
+// pages here: transparent huge pages are on ("always" or "madvise") and
+// not turned off for Go by GODEBUG=disablethp=1.
+func ScryptHugePages() bool {
+	if strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") {
+		return false
+	}
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return err == nil && thpOn(string(mode))
+}
+
+// thpOn reports whether a transparent_hugepage/enabled setting, such as
+// "always [madvise] never", has huge pages on for a region advised
+// MADV_HUGEPAGE.
+func thpOn(mode string) bool {
+	return strings.Contains(mode, "[always]") || strings.Contains(mode, "[madvise]")
 }

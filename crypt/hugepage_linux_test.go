@@ -75,3 +75,16 @@ func TestReadyForScrypt(t *testing.T) {
 		t.Errorf("afterwards the range has flags %v, want nh (MADV_NOHUGEPAGE)", f)
 	}
 }
+
+func TestTHPOn(t *testing.T) {
+	for mode, want := range map[string]bool{
+		"always [madvise] never\n": true,
+		"[always] madvise never\n": true,
+		"always madvise [never]\n": false,
+		"":                         false,
+	} {
+		if got := thpOn(mode); got != want {
+			t.Errorf("thpOn(%q) = %v, want %v", mode, got, want)
+		}
+	}
+}

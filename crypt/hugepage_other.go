@@ -4,3 +4,6 @@ package crypt
 
 // readyForScrypt runs fn: only Linux is asked for huge pages.
 func readyForScrypt(_ int, fn func() error) error { return fn() }
+
+// ScryptHugePages reports false: only Linux is asked for huge pages.
+func ScryptHugePages() bool { return false }

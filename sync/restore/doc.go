@@ -28,10 +28,11 @@
 //     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
 //     recovery.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
-//     and while the key opens at most prefetchInFlight, fetching chunks
-//     of records of one chunk until prefetchBudget bytes are held. Those
-//     are opened and checked like any other when a file takes them; one
-//     never fetched is asked for again.
+//     and while the key opens (only where scrypt gets huge pages: see
+//     crypt.ScryptHugePages) at most prefetchInFlight, fetching chunks of
+//     records of one chunk until prefetchBudget bytes are held. Those are
+//     opened and checked like any other when a file takes them; one never
+//     fetched is asked for again.
 //     SealedIndex messages are acknowledged as they are processed, so the
 //     receiver's flow control keeps the log's memory use bounded per
 //     message; the winners of all names are kept in memory.

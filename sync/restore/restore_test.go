@@ -474,6 +474,9 @@ func TestRecoverBlockSizeMismatch(t *testing.T) {
 // the writer uses them instead of asking again; a file of several chunks
 // is fetched only once the key is open.
 func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
+	if !crypt.ScryptHugePages() {
+		t.Skip("no prefetch where scrypt gets no huge pages")
+	}
 	s := newSealer(t)
 	const small = 30
 	for i := range small {
