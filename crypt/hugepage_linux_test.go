@@ -55,6 +55,7 @@ func TestReadyForScrypt(t *testing.T) {
 		}
 		return
 	}
+	UseHugePagesForScrypt()
 	const size = 64 << 20
 	var addr uintptr
 	err = readyForScrypt(size, func() error {

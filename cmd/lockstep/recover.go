@@ -52,6 +52,8 @@ func newRecover(g *globals) *cobra.Command {
 			}
 			stderr := c.ErrOrStderr()
 			pp := newProgressPrinter(stderr, "recovering", folder)
+			// A fresh process: scrypt's work area can have huge pages.
+			crypt.UseHugePagesForScrypt()
 			res, err := restore.Recover(c.Context(), restore.Options{
 				Identity: id,
 				Address:  addr,

@@ -474,6 +474,7 @@ func TestRecoverBlockSizeMismatch(t *testing.T) {
 // the writer uses them instead of asking again; a file of several chunks
 // is fetched only once the key is open.
 func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
+	crypt.UseHugePagesForScrypt()
 	if !crypt.ScryptHugePages() {
 		t.Skip("no prefetch where scrypt gets no huge pages")
 	}
