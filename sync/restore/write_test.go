@@ -14,21 +14,17 @@ import (
 	"lockstep/sync/index"
 )
 
-// TestRenameFailureLeavesNoTemporaries fails one rename among many run in
-// parallel: the recovery reports it, counts exactly the files that reached
-// their names, and leaves no temporary file behind.
-func TestRenameFailureLeavesNoTemporaries(t *testing.T) {
-	const files = 60
+// writeSetup seals one small file per name, each holding its name, and
+// returns the plan of writing them, a writer's source of their chunks,
+// and an empty target directory opened as a Root.
+func writeSetup(t *testing.T, names []string) (*plan, chunkSource, string, *fsys.Root) {
+	t.Helper()
 	s := newSealer(t)
-	var names []string
-	for i := range files {
-		name := fmt.Sprintf("d%d/f%02d", i%3, i)
-		names = append(names, name)
+	for i, name := range names {
 		data := []byte(name)
 		s.add(index.Record{Name: name, Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := newCollector(s.keys, testFolder, log)
+	c := newCollector(s.keys, testFolder, quiet)
 	for _, sr := range s.log {
 		c.add(sr)
 	}
@@ -37,13 +33,29 @@ func TestRenameFailureLeavesNoTemporaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	t.Cleanup(func() { root.Close() })
+	return c.plan(), &memSource{keys: s.keys, chunks: s.chunks}, dir, root
+}
+
+// quiet is a logger that drops everything.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestRenameFailureLeavesNoTemporaries fails one rename among many run in
+// parallel: the recovery reports it, counts exactly the files that reached
+// their names, and leaves no temporary file behind.
+func TestRenameFailureLeavesNoTemporaries(t *testing.T) {
+	const files = 60
+	var names []string
+	for i := range files {
+		names = append(names, fmt.Sprintf("d%d/f%02d", i%3, i))
+	}
+	p, src, dir, root := writeSetup(t, names)
 	boom := errors.New("boom")
 	faulty := &fsys.Faulty{FS: root}
 	faulty.FailOp(fsys.OpRename, 25, boom)
 
-	w := newWriter(faulty, &memSource{keys: s.keys, chunks: s.chunks}, log, nil)
-	res, err := w.write(context.Background(), c.plan())
+	w := newWriter(faulty, src, quiet, nil)
+	res, err := w.write(context.Background(), p)
 	if !errors.Is(err, boom) {
 		t.Fatalf("write = %v, want the rename's error", err)
 	}
@@ -87,26 +99,15 @@ func (c cancelOnSync) Sync() error {
 // file is renamed in.
 func TestCancelAfterBarrierStillRenames(t *testing.T) {
 	const files = 20
-	s := newSealer(t)
+	var names []string
 	for i := range files {
-		data := fmt.Appendf(nil, "file %d", i)
-		s.add(index.Record{Name: fmt.Sprintf("f%02d", i), Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
+		names = append(names, fmt.Sprintf("f%02d", i))
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := newCollector(s.keys, testFolder, log)
-	for _, sr := range s.log {
-		c.add(sr)
-	}
-	dir := t.TempDir()
-	root, err := fsys.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	p, src, dir, root := writeSetup(t, names)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newWriter(cancelOnSync{FS: root, cancel: cancel}, &memSource{keys: s.keys, chunks: s.chunks}, log, nil)
-	res, err := w.write(ctx, c.plan())
+	w := newWriter(cancelOnSync{FS: root, cancel: cancel}, src, quiet, nil)
+	res, err := w.write(ctx, p)
 	entries, rerr := os.ReadDir(dir)
 	if rerr != nil {
 		t.Fatal(rerr)
