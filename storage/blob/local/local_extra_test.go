@@ -294,11 +294,7 @@ func TestFailedWritesLeaveNoTemp(t *testing.T) {
 // durable.
 func TestSyncWaitsForSyncInProgress(t *testing.T) {
 	for _, whole := range []bool{true, false} {
-		s, err := Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := open(t, t.TempDir())
 		s.wholeFS = whole
 		ctx := context.Background()
 		inFlush, release := make(chan struct{}), make(chan struct{})
@@ -341,11 +337,7 @@ func TestSyncAfterFailedFlush(t *testing.T) {
 	// wholeFS off: the path list checks the context between paths, so the
 	// failure can be made here; a failing syncfs (EIO, EMFILE on opening the
 	// root) would drop the set the same way.
-	s, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, t.TempDir())
 	s.wholeFS = false
 	bg := context.Background()
 	for _, k := range []string{"a", "b"} {
@@ -364,7 +356,7 @@ func TestSyncAfterFailedFlush(t *testing.T) {
 	if err := s.Sync(ctxA); err == nil {
 		t.Fatal("the first Sync succeeded though its context ended in the flush")
 	}
-	err = s.Sync(bg)
+	err := s.Sync(bg)
 	if err == nil && flushes < 2 {
 		t.Error("Sync returned nil without flushing the blobs a failed Sync had taken")
 	}
@@ -388,11 +380,7 @@ func rangeOf(t testing.TB, s *Store, key string, off, n int64) ([]byte, error) {
 // would), turned into a symlink, or deleted.
 func TestGetRangeFollowsTheName(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, dir)
 	ctx := context.Background()
 	const key = "packs/0123456789abcdef"
 	put := func(data string) {
@@ -450,11 +438,7 @@ func TestGetRangeFollowsTheName(t *testing.T) {
 // TestGetRangeConcurrent reads many blobs (more than are kept open) from
 // many goroutines at once.
 func TestGetRangeConcurrent(t *testing.T) {
-	s, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, t.TempDir())
 	ctx := context.Background()
 	const keys = maxKeptFiles * 2
 	for i := range keys {
@@ -494,11 +478,7 @@ func TestGetRangeConcurrent(t *testing.T) {
 // BenchmarkGetRange reads 2 KiB ranges of a 16 MiB pack, as a recovery of
 // small files does.
 func BenchmarkGetRange(b *testing.B) {
-	s, err := Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := open(b, b.TempDir())
 	data := bytes.Repeat([]byte("x"), 16<<20)
 	if err := s.Put(context.Background(), "packs/bench", bytes.NewReader(data), int64(len(data))); err != nil {
 		b.Fatal(err)

@@ -128,11 +128,7 @@ func TestCloseWhileReading(t *testing.T) {
 // were closed at once, and a write or read using one failed with "file
 // already closed".
 func TestDirCacheFullUnderUse(t *testing.T) {
-	s, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, t.TempDir())
 	s.dirs.max = 2
 	ctx := context.Background()
 	var wg sync.WaitGroup
