@@ -42,14 +42,20 @@ func (s *Store) openBlob(p string) (*os.File, error) {
 		return nil, err
 	}
 	defer done()
-	// os.Root follows a symlink within the root whatever the flags say, so
-	// the entry is checked first; the root still confines where it leads.
-	fi, err := d.Lstat(baseOf(p))
-	if err != nil {
+	if _, err := regularIn(d, baseOf(p)); err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, syscall.ELOOP
-	}
 	return d.Open(baseOf(p))
+}
+
+// regularIn returns the FileInfo of the entry name in d, which must be a
+// regular file (a symlink or anything else is syscall.ELOOP). os.Root
+// follows a symlink within the root whatever the flags say, so an entry is
+// checked before it is opened; the root still confines where it leads.
+func regularIn(d *os.Root, name string) (os.FileInfo, error) {
+	fi, err := d.Lstat(name)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = syscall.ELOOP
+	}
+	return fi, err
 }

@@ -34,12 +34,7 @@ func (s *Store) rangeFile(p string) (*os.File, func(), error) {
 		return nil, nil, err
 	}
 	defer done()
-	// os.Root follows a symlink within the root whatever the flags say, so
-	// the entry is checked first; the root still confines where it leads.
-	fi, err := d.Lstat(baseOf(p))
-	if err == nil && !fi.Mode().IsRegular() {
-		err = syscall.ELOOP
-	}
+	fi, err := regularIn(d, baseOf(p))
 	if err != nil {
 		s.kept.forget(p)
 		return nil, nil, err
