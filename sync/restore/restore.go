@@ -14,7 +14,6 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
-	"lockstep/sync/protocol"
 )
 
 // Errors returned, wrapped, by Recover. Match them with errors.Is.
@@ -152,27 +151,15 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 		keys, err := s.folderKeys(kctx, opts.Password)
 		keysc <- opened{keys, err}
 	})
-	// The prefetch only runs where scrypt gets huge pages: with its work
-	// area faulted in page by page, the prefetch's own memory use slowed
-	// those faults down far more than the prefetch saved (on the dev VM,
-	// 10,000 small files recovered in 5.7-7.0 s so, against 2.8-2.9 s
-	// with huge pages and no prefetch, and 1.6-2.35 s with both).
-	early := func(*protocol.SealedRecord) {}
-	var pf *prefetcher
-	if crypt.ScryptHugePages() {
-		pf = newPrefetcher(ctx, s.conn, opts.Folder)
-		defer pf.close()
-		early = pf.offer
-	}
+	pf := newPrefetcher(ctx, s.conn, opts.Folder, crypt.ScryptHugePages())
+	defer pf.close()
 	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {
 		log.Debug("opened folder key", "folder", opts.Folder, "log", last)
 		return newCollector(k, opts.Folder, log)
-	}, early)
-	if pf != nil {
-		pf.stop()
-		if n, size := pf.count(); n > 0 {
-			log.Debug("chunks fetched while the key opened", "chunks", n, "bytes", size)
-		}
+	}, pf.offer)
+	pf.stop()
+	if n, size := pf.count(); n > 0 {
+		log.Debug("chunks fetched while the key opened", "chunks", n, "bytes", size)
 	}
 	if err != nil {
 		return Result{}, err

@@ -42,18 +42,15 @@ type sealedSource struct {
 	conn   *protocol.Conn
 	keys   *crypt.Keys
 	folder string
-	early  *prefetcher // chunks fetched while the key opened; may be nil
+	early  *prefetcher // chunks fetched while the key opened
 }
 
 // Chunk requests b's sealed chunk, opens it, checks its hash and size,
 // and hands the plaintext to use. Its buffers go back to the pool after.
 func (s *sealedSource) Chunk(ctx context.Context, b index.Block, use func([]byte) error) error {
 	id := s.keys.ChunkID(b.Hash)
-	var body []byte
+	body := s.early.take(id)
 	var err error
-	if s.early != nil {
-		body = s.early.take(id)
-	}
 	if body == nil {
 		body, err = s.conn.Request(ctx, &protocol.Request{
 			Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: s.folder, ChunkId: id[:], Size: uint32(crypt.MaxSealedChunkSize),
