@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -447,25 +446,16 @@ func TestGetRangeConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Go(func() {
-			for j := range 500 {
-				i := (g*131 + j*17) % keys
-				got, err := rangeOf(t, s, fmt.Sprintf("packs/%04d", i), int64(3*(j%50)), 3)
-				if err != nil || string(got) != fmt.Sprintf("%03d", i) {
-					errs <- fmt.Errorf("blob %d: %q, %v", i, got, err)
-					return
-				}
+	inParallel(t, 8, func(g int) error {
+		for j := range 500 {
+			i := (g*131 + j*17) % keys
+			got, err := rangeOf(t, s, fmt.Sprintf("packs/%04d", i), int64(3*(j%50)), 3)
+			if err != nil || string(got) != fmt.Sprintf("%03d", i) {
+				return fmt.Errorf("blob %d: %q, %v", i, got, err)
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 	s.kept.mu.Lock()
 	defer s.kept.mu.Unlock()
 	for p, h := range s.kept.m {

@@ -131,22 +131,32 @@ func TestDirCacheFullUnderUse(t *testing.T) {
 	s := open(t, t.TempDir())
 	s.dirs.max = 2
 	ctx := context.Background()
+	inParallel(t, 8, func(g int) error {
+		for j := range 300 {
+			// Keys spread over many shard directories.
+			key := fmt.Sprintf("chunks/%02x%04d", (g*37+j*11)%64, j)
+			if err := s.PutUnsynced(ctx, key, strings.NewReader(key), int64(len(key))); err != nil {
+				return fmt.Errorf("put %s: %w", key, err)
+			}
+			got, err := rangeOf(t, s, key, 0, int64(len(key)))
+			if err != nil || string(got) != key {
+				return fmt.Errorf("read %s: %q, %v", key, got, err)
+			}
+		}
+		return nil
+	})
+}
+
+// inParallel runs fn in n goroutines, numbered 0 to n-1, and reports
+// every error they return.
+func inParallel(t *testing.T, n int, fn func(g int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
+	errs := make(chan error, n)
+	for g := range n {
 		wg.Go(func() {
-			for j := range 300 {
-				// Keys spread over many shard directories.
-				key := fmt.Sprintf("chunks/%02x%04d", (g*37+j*11)%64, j)
-				if err := s.PutUnsynced(ctx, key, strings.NewReader(key), int64(len(key))); err != nil {
-					errs <- fmt.Errorf("put %s: %w", key, err)
-					return
-				}
-				got, err := rangeOf(t, s, key, 0, int64(len(key)))
-				if err != nil || string(got) != key {
-					errs <- fmt.Errorf("read %s: %q, %v", key, got, err)
-					return
-				}
+			if err := fn(g); err != nil {
+				errs <- err
 			}
 		})
 	}
