@@ -73,3 +73,11 @@ func BenchmarkDeriveKeys(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkFileKey(b *testing.B) {
+	k := testKeys(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		k.FileKey("photos/2024/holiday/IMG_0042.jpg")
+	}
+}

@@ -2,10 +2,12 @@ package crypt
 
 import (
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/restic/chunker"
@@ -71,6 +73,9 @@ type Keys struct {
 	pol        chunker.Pol
 
 	idHashers, nonceHashers *keyedHashers
+	// nameMACs holds HMACs keyed with name: a new one allocates and
+	// hashes the key's two pads, several times the work of a file key.
+	nameMACs sync.Pool
 
 	chunkAEAD  cipher.AEAD
 	recordAEAD cipher.AEAD
@@ -105,6 +110,7 @@ func DeriveKeys(k FolderKey) (*Keys, error) {
 	}
 	ks.pol = pol
 	ks.idHashers, ks.nonceHashers = newKeyedHashers(ks.chunkID), newKeyedHashers(ks.chunkNonce)
+	ks.nameMACs.New = func() any { return hmac.New(sha256.New, ks.name[:]) }
 
 	if ks.chunkAEAD, err = chacha20poly1305.NewX(ks.chunk[:]); err != nil {
 		return nil, fmt.Errorf("chunk cipher: %w", err)

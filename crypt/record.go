@@ -1,12 +1,11 @@
 package crypt
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 
 	"golang.org/x/crypto/chacha20poly1305"
 	"golang.org/x/text/unicode/norm"
@@ -26,10 +25,12 @@ type FileKey [32]byte
 // FileKey returns the file key of a folder-relative path. The path is
 // normalised to NFC first, so composed and decomposed spellings agree.
 func (k *Keys) FileKey(path string) FileKey {
-	m := hmac.New(sha256.New, k.name[:])
+	m := k.nameMACs.Get().(hash.Hash)
+	m.Reset()
 	m.Write([]byte(norm.NFC.String(path)))
 	var fk FileKey
 	m.Sum(fk[:0])
+	k.nameMACs.Put(m)
 	return fk
 }
 

@@ -2,7 +2,11 @@ package crypt
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -197,4 +201,30 @@ func TestFileKey(t *testing.T) {
 	if err := u.UnmarshalText([]byte(fk.String())); err != nil || u != fk {
 		t.Fatalf("UnmarshalText = %v, %v", u, err)
 	}
+}
+
+// The HMACs behind FileKey are reused: each must start from the key alone,
+// whichever goroutine used it before.
+func TestFileKeyConcurrent(t *testing.T) {
+	k := testKeys(t)
+	names := []string{"a", "a/b", "photos/2024/IMG_0042.jpg", strings.Repeat("long/", 40), ""}
+	want := make([]FileKey, len(names))
+	for i, n := range names {
+		m := hmac.New(sha256.New, k.name[:])
+		m.Write([]byte(n))
+		m.Sum(want[i][:0])
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				j := (g + i) % len(names)
+				if got := k.FileKey(names[j]); got != want[j] {
+					t.Errorf("FileKey(%q) = %s, want %s", names[j], got, want[j])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
