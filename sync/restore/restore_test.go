@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -512,5 +513,27 @@ func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
 	}
 	if want := small + len(s.log[small].GetChunks()); tr.requests != want {
 		t.Errorf("%d chunk requests in all, want %d: prefetched chunks were fetched again", tr.requests, want)
+	}
+}
+
+// A file past earlyWritebackSize is written back as it comes in; it must
+// come out whole, and the writeback must end with it (goleak checks).
+func TestRecoverLargeFile(t *testing.T) {
+	s := newSealer(t)
+	data := make([]byte, earlyWritebackSize+12345)
+	if _, err := rand.NewChaCha8([32]byte{'l', 'a', 'r', 'g', 'e'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	s.add(index.Record{Name: "large.bin", Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, 1)
+	tr := newTestReceiver(t, s)
+	tr.start()
+	opts := tr.options(t)
+	res, err := Recover(recoverCtx(t), opts)
+	if err != nil || res.Files != 1 || res.Bytes != int64(len(data)) {
+		t.Fatalf("Recover = %+v, %v", res, err)
+	}
+	got, err := os.ReadFile(filepath.Join(opts.To, "large.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("large.bin: %d bytes, %v; want the %d written", len(got), err, len(data))
 	}
 }

@@ -26,6 +26,17 @@ const MaxChunksInFlight = 32
 // fileWorkers is how many files are written at once.
 const fileWorkers = MaxChunksInFlight
 
+// A file at least earlyWritebackSize large has its data handed to the
+// kernel's writeback as it is written (at most writebackQueue ranges
+// waiting), so that the disk writes it while the rest is fetched. Left to
+// the barrier, the last 1 GiB of a recovery took 0.6 s to flush after all
+// else was done; smaller files are flushed far more cheaply by that one
+// barrier than by thousands of small writebacks.
+const (
+	earlyWritebackSize = 16 << 20
+	writebackQueue     = 1024
+)
+
 // progressInterval is the least time between two Progress calls.
 const progressInterval = 200 * time.Millisecond
 
@@ -263,6 +274,11 @@ func (w *writer) writeFile(ctx context.Context, r index.Record) (err error) {
 // fetchInto fetches blocks and writes each at its offset of f, with as
 // many requests in flight as free slots allow.
 func (w *writer) fetchInto(ctx context.Context, f fsys.File, blocks []index.Block) error {
+	var wb *writeback
+	if n := len(blocks); n > 0 && blocks[n-1].Offset+int64(blocks[n-1].Size) >= earlyWritebackSize {
+		wb = startWriteback(f)
+		defer wb.stop()
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, b := range blocks {
 		select {
@@ -276,6 +292,7 @@ func (w *writer) fetchInto(ctx context.Context, f fsys.File, blocks []index.Bloc
 				if _, err := f.WriteAt(data, b.Offset); err != nil {
 					return fmt.Errorf("writing %q: %w", f.Name(), err)
 				}
+				wb.add(b.Offset, len(data))
 				w.prog.add(0, int64(b.Size))
 				return nil
 			})
