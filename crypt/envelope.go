@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
 	"filippo.io/age"
 )
@@ -110,11 +109,7 @@ func sealEnvelope(key FolderKey, password []byte, logN int, recovery []*age.X255
 	}
 	pr.SetWorkFactor(logN)
 	var e envelope
-	err = readyForScrypt(scryptMemory(logN), func() (err error) {
-		e.password, err = ageSeal(key, pr)
-		return err
-	})
-	if err != nil {
+	if e.password, err = ageSeal(key, pr); err != nil {
 		return nil, fmt.Errorf("sealing envelope: %w", err)
 	}
 	if len(recovery) > 0 {
@@ -224,24 +219,8 @@ func (p passwordIdentity) Unwrap(stanzas []*age.Stanza) (fileKey []byte, err err
 	if len(stanzas) != 1 || stanzas[0].Type != "scrypt" {
 		return nil, errors.New("password part is not a single scrypt stanza")
 	}
-	// The stanza is "scrypt salt logN"; ScryptIdentity checks it and the
-	// limit on logN, this only sizes the memory to ready.
-	size := 0
-	if a := stanzas[0].Args; len(a) == 2 {
-		if logN, err := strconv.Atoi(a[1]); err == nil && logN > 0 && logN <= scryptMaxLogN {
-			size = scryptMemory(logN)
-		}
-	}
-	err = readyForScrypt(size, func() (err error) {
-		fileKey, err = p.ScryptIdentity.Unwrap(stanzas)
-		return err
-	})
-	return fileKey, err
+	return p.ScryptIdentity.Unwrap(stanzas)
 }
-
-// scryptMemory is the size of the work area age's scrypt (r = 8)
-// allocates at work factor 2^logN: 128·r·N bytes.
-func scryptMemory(logN int) int { return 128 * 8 << logN }
 
 // ageSeal returns an age file holding key for the recipients.
 func ageSeal(key FolderKey, recipients ...age.Recipient) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lockstep/crypt"
+	"lockstep/internal/hugeheap"
 	"lockstep/node"
 	"lockstep/storage/home"
 	"lockstep/sync/connections"
@@ -52,8 +53,9 @@ func newRecover(g *globals) *cobra.Command {
 			}
 			stderr := c.ErrOrStderr()
 			pp := newProgressPrinter(stderr, "recovering", folder)
-			// A fresh process: scrypt's work area can have huge pages.
-			crypt.UseHugePagesForScrypt()
+			// Before the heap grows: scrypt's work area and the chunks'
+			// buffers fault in far fewer pages.
+			hugeheap.Advise()
 			res, err := restore.Recover(c.Context(), restore.Options{
 				Identity: id,
 				Address:  addr,

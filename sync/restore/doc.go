@@ -28,8 +28,8 @@
 //     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
 //     recovery.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
-//     and while the key opens (only where scrypt gets huge pages: see
-//     crypt.ScryptHugePages) at most prefetchInFlight, fetching chunks of
+//     and while the key opens (only where the heap has huge pages: see
+//     hugeheap.Advised) at most prefetchInFlight, fetching chunks of
 //     records of one chunk until prefetchBudget bytes are held. Those are
 //     opened and checked like any other when a file takes them; one never
 //     fetched is asked for again.

@@ -16,11 +16,11 @@ import (
 // waiting a round trip for each. What it fetches is opened and checked
 // exactly as a fetched chunk is; what fails to come is fetched again.
 //
-// It runs only where scrypt gets huge pages (crypt.ScryptHugePages): with
+// It runs only where the heap has huge pages (hugeheap.Advised): with
 // scrypt's work area faulted in page by page, the prefetch's own memory
 // use slowed those faults down far more than the prefetch saved (on the
 // dev VM, 10,000 small files recovered in 5.7-7.0 s so, against 2.8-2.9 s
-// with huge pages and no prefetch, and 1.6-2.35 s with both).
+// with huge pages for scrypt and no prefetch, and 1.6-2.35 s with both).
 const (
 	prefetchBudget   = 32 << 20 // bytes of chunks held
 	prefetchInFlight = 16

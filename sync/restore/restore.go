@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/internal/hugeheap"
 	"lockstep/sync/fsys"
 )
 
@@ -151,7 +152,7 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 		keys, err := s.folderKeys(kctx, opts.Password)
 		keysc <- opened{keys, err}
 	})
-	pf := newPrefetcher(ctx, s.conn, opts.Folder, crypt.ScryptHugePages())
+	pf := newPrefetcher(ctx, s.conn, opts.Folder, hugeheap.Advised())
 	defer pf.close()
 	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {
 		log.Debug("opened folder key", "folder", opts.Folder, "log", last)

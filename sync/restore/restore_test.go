@@ -16,6 +16,7 @@ import (
 
 	"lockstep/chunk"
 	"lockstep/crypt"
+	"lockstep/internal/hugeheap"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 )
@@ -475,9 +476,8 @@ func TestRecoverBlockSizeMismatch(t *testing.T) {
 // the writer uses them instead of asking again; a file of several chunks
 // is fetched only once the key is open.
 func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
-	crypt.UseHugePagesForScrypt()
-	if !crypt.ScryptHugePages() {
-		t.Skip("no prefetch where scrypt gets no huge pages")
+	if !hugeheap.Advise() {
+		t.Skip("no prefetch where the heap gets no huge pages")
 	}
 	s := newSealer(t)
 	const small = 30
