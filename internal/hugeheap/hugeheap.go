@@ -17,16 +17,39 @@
 //     reports false; memory is then what it would have been.
 //   - It costs no memory by itself: the range is never touched, and a page
 //     of it counts towards the resident set only once the heap uses it.
+//   - The range is at most a quarter of the machine's memory, and none on
+//     a 32-bit system or under strict overcommit (vm.overcommit_memory=2),
+//     where reserving it could fail the process or starve it of its
+//     commit limit.
 //
 // The package starts no goroutines.
 package hugeheap
 
 import "sync/atomic"
 
-// Size is the heap range Advise prepares. The heap of a node or of a
-// recovery stays well below it (scrypt's 256 MiB included); allocations
-// beyond it get small pages, as without Advise.
-const Size = 1 << 30
+// MaxSize is the largest heap range Advise prepares. The heap of a node
+// or of a recovery stays well below it (scrypt's 256 MiB included);
+// allocations beyond the range get small pages, as without Advise.
+const MaxSize = 1 << 30
+
+// minSize is the smallest range worth preparing: scrypt's work area alone
+// is 256 MiB.
+const minSize = 64 << 20
+
+const hugePage = 2 << 20
+
+// rangeSize is the range Advise prepares for a process with the given
+// word size, vm.overcommit_memory setting and memory: 0 for none.
+func rangeSize(intSize int, overcommit string, totalRAM uint64) int {
+	if intSize < 64 || overcommit == "2" {
+		return 0
+	}
+	n := min(uint64(MaxSize), totalRAM/4) &^ (hugePage - 1)
+	if n < minSize {
+		return 0
+	}
+	return int(n)
+}
 
 var advised atomic.Bool
 

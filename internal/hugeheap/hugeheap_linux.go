@@ -3,12 +3,13 @@ package hugeheap
 import (
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// Advise prepares Size bytes of heap for huge pages; see the package
+// Advise prepares up to MaxSize bytes of heap for huge pages; see the package
 // comment. Call it once, early in a process that allocates much, before
 // the heap has grown: Go's page allocator places each allocation at the
 // lowest free address that fits, so what comes after lands in the range.
@@ -24,8 +25,17 @@ func Advise() bool {
 	if err != nil || !thpOn(string(mode)) {
 		return false
 	}
+	overcommit, _ := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return false
+	}
+	size := rangeSize(strconv.IntSize, strings.TrimSpace(string(overcommit)), uint64(si.Totalram)*uint64(si.Unit))
+	if size == 0 {
+		return false
+	}
 	// Fresh from the system and never written, so still without pages.
-	b := make([]byte, Size)
+	b := make([]byte, size)
 	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
 		return false
 	}

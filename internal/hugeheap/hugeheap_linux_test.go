@@ -99,6 +99,29 @@ func TestAdviseHonoursDisableTHP(t *testing.T) {
 	}
 }
 
+func TestRangeSize(t *testing.T) {
+	const gib = 1 << 30
+	for _, c := range []struct {
+		intSize    int
+		overcommit string
+		ram        uint64
+		want       int
+	}{
+		{64, "0", 24 * gib, MaxSize},
+		{64, "1", 4 * gib, MaxSize},
+		{64, "0", 4*gib - 1, gib - hugePage}, // a quarter, in whole huge pages
+		{64, "0", 2 * gib, gib / 2},
+		{64, "0", 4 * minSize, minSize},
+		{64, "0", 4*minSize - 4, 0},
+		{64, "2", 24 * gib, 0},
+		{32, "0", 24 * gib, 0},
+	} {
+		if got := rangeSize(c.intSize, c.overcommit, c.ram); got != c.want {
+			t.Errorf("rangeSize(%d, %q, %d) = %d, want %d", c.intSize, c.overcommit, c.ram, got, c.want)
+		}
+	}
+}
+
 func TestTHPOn(t *testing.T) {
 	for mode, want := range map[string]bool{
 		"always [madvise] never\n": true,

@@ -1,10 +1,6 @@
 package restore
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // writeback starts the kernel's writeback of the ranges of one file as
 // they are written, from a goroutine of its own: sync_file_range waits
@@ -29,8 +25,7 @@ func startWriteback(f any) *writeback {
 	wb := &writeback{ranges: make(chan [2]int64, writebackQueue), done: make(chan struct{})}
 	go func() {
 		defer close(wb.done)
-		dup := os.NewFile(uintptr(d), "")
-		defer dup.Close()
+		defer unix.Close(d)
 		for r := range wb.ranges {
 			_ = unix.SyncFileRange(d, r[0], r[1], unix.SYNC_FILE_RANGE_WRITE)
 		}
