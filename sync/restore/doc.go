@@ -26,7 +26,9 @@
 //   - Files appear under their final names only once complete: each is
 //     built in a temporary file, fsynced, given its mode and mtime, and
 //     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
-//     recovery.
+//     recovery. Files of earlyWritebackSize or more are handed to the
+//     kernel's writeback as they are written, which only starts earlier
+//     what the barrier waits for.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
 //     and while the key opens (only where the heap has huge pages: see
 //     hugeheap.Advised) at most prefetchInFlight, fetching chunks of
