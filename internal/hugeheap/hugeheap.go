@@ -32,8 +32,8 @@ import "sync/atomic"
 // allocations beyond the range get small pages, as without Advise.
 const MaxSize = 1 << 30
 
-// minSize is the smallest range worth preparing: scrypt's work area alone
-// is 256 MiB.
+// minSize is the smallest range worth preparing; a machine with less than
+// four times that is too small to spare a quarter of it.
 const minSize = 64 << 20
 
 const hugePage = 2 << 20

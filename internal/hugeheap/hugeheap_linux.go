@@ -34,7 +34,9 @@ func Advise() bool {
 	if size == 0 {
 		return false
 	}
-	// Fresh from the system and never written, so still without pages.
+	// Early in a process, a range this large comes fresh from the system:
+	// Go does not clear it, so it stays without pages. (Taken from memory
+	// the heap had used, it would be cleared, pages and all.)
 	b := make([]byte, size)
 	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
 		return false
