@@ -17,6 +17,7 @@ import (
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 )
@@ -318,7 +319,7 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 				return err
 			}
 			if r.Size >= earlyWritebackSize {
-				startWriteback(file, b.Offset, int(b.Size))
+				fsys.StartWriteback(file, b.Offset, int(b.Size))
 			}
 			f.mu.Lock()
 			f.pullDone += int64(b.Size)
