@@ -56,7 +56,7 @@ func (s *Service) AcceptRelayed(raw net.Conn, relay string) {
 }
 
 func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config, relay string) {
-	tc := tls.Server(Buffered(raw), cfg)
+	tc := Server(raw, cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()
@@ -83,7 +83,7 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 	if relay != "" {
 		addr = relay
 	}
-	s.run(ctx, &Conn{Conn: tc, ID: id, Addr: addr, Since: time.Now(), Relay: relay, done: make(chan struct{})})
+	s.run(ctx, &Conn{BatchConn: tc, ID: id, Addr: addr, Since: time.Now(), Relay: relay, done: make(chan struct{})})
 }
 
 // rejectedBackoff caps the redial delay after connections the peer ended
@@ -350,12 +350,12 @@ func (s *Service) dialRelay(ctx context.Context, id crypt.DeviceID, addr string)
 }
 
 func (s *Service) handshakeOutgoing(ctx context.Context, raw net.Conn, id crypt.DeviceID, addr, relay string) (*Conn, error) {
-	tc := tls.Client(Buffered(raw), crypt.ClientTLSConfig(s.cfg.Identity, id))
+	tc := Client(raw, crypt.ClientTLSConfig(s.cfg.Identity, id))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		tc.Close()
 		return nil, err
 	}
-	return &Conn{Conn: tc, ID: id, Addr: addr, Dialed: true, Since: time.Now(), Relay: relay, done: make(chan struct{})}, nil
+	return &Conn{BatchConn: tc, ID: id, Addr: addr, Dialed: true, Since: time.Now(), Relay: relay, done: make(chan struct{})}, nil
 }
 
 // current returns id's live connection, or nil.

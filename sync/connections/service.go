@@ -22,7 +22,6 @@ package connections
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,7 +84,7 @@ const (
 
 // Conn is an established, authenticated connection to a device.
 type Conn struct {
-	*tls.Conn
+	*BatchConn
 	ID     crypt.DeviceID
 	Addr   string // remote address
 	Dialed bool   // true when this node dialed
@@ -106,7 +105,7 @@ func (c *Conn) MarkReady() { c.ready.Store(true) }
 
 func (c *Conn) close() {
 	c.once.Do(func() {
-		c.Conn.Close()
+		c.BatchConn.Close()
 		close(c.done)
 	})
 }

@@ -566,3 +566,73 @@ func TestConnMalformedClaimsEndConnection(t *testing.T) {
 		t.Fatalf("the model got %d messages", len(m.messages))
 	}
 }
+
+// holdingConn keeps what is written between Hold and Flush to itself, as
+// a BatchConn in sync/connections does, and counts the batches.
+type holdingConn struct {
+	net.Conn
+	mu      sync.Mutex
+	held    bool
+	buf     bytes.Buffer
+	batches int
+}
+
+func (c *holdingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held {
+		return c.buf.Write(p)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *holdingConn) Hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = true
+}
+
+func (c *holdingConn) Flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = false
+	c.batches++
+	_, err := c.buf.WriteTo(c.Conn)
+	return err
+}
+
+// TestConnFlushesHeldWrites: over a stream that holds writes back, every
+// batch the writer starts it also flushes, or nothing would arrive.
+func TestConnFlushesHeldWrites(t *testing.T) {
+	ca, cb := net.Pipe()
+	ha, hb := &holdingConn{Conn: ca}, &holdingConn{Conn: cb}
+	a, b := pairOver(t, ha, hb, Options{})
+	b.model.answer = func(_ context.Context, req *Request) ([]byte, error) {
+		return bytes.Repeat([]byte{'y'}, int(req.GetSize())), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 5 {
+		idx := &Index{Folder: "f", Files: []*FileInfo{testFile(i, i)}}
+		if err := a.conn.Index(ctx, idx); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.model.next(t); !proto.Equal(got, idx) {
+			t.Fatalf("got %v, want %v", got, idx)
+		}
+		data, err := a.conn.Request(ctx, &Request{Name: "x", Size: 300 << 10})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if len(data) != 300<<10 {
+			t.Fatalf("got %d bytes", len(data))
+		}
+	}
+	ha.mu.Lock()
+	hb.mu.Lock()
+	defer ha.mu.Unlock()
+	defer hb.mu.Unlock()
+	if ha.batches == 0 || hb.batches == 0 {
+		t.Fatalf("batches %d and %d: the writers did not hold their writes", ha.batches, hb.batches)
+	}
+}

@@ -234,6 +234,14 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// A batcher is a stream that can hold written bytes back until Flush, so
+// that a batch of frames reaches the socket in a few large system calls
+// rather than one per TLS record.
+type batcher interface {
+	Hold()
+	Flush() error
+}
+
 // writeQueued writes f and whatever else is queued, then flushes. It
 // reports whether it wrote the last frame (a Close); frames behind that
 // one are not written.
@@ -244,6 +252,20 @@ func (c *Conn) writeQueued(bw *bufio.Writer, f outFrame) (last bool, err error) 
 		c.writeFrom.Store(0)
 		c.lastSend.Store(now)
 	}()
+	b, ok := c.rw.(batcher)
+	if !ok {
+		return c.writeBatch(bw, f)
+	}
+	b.Hold()
+	last, err = c.writeBatch(bw, f)
+	if ferr := b.Flush(); err == nil {
+		err = ferr
+	}
+	return last, err
+}
+
+// writeBatch is writeQueued's loop.
+func (c *Conn) writeBatch(bw *bufio.Writer, f outFrame) (last bool, err error) {
 	for {
 		_, err := bw.Write(f.data)
 		if f.pooled {

@@ -3,7 +3,6 @@ package restore
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -58,7 +57,7 @@ func connect(ctx context.Context, opts Options) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to receiver: %w", err)
 	}
-	tc := tls.Client(connections.Buffered(raw), crypt.ClientTLSConfig(opts.Identity, opts.Receiver))
+	tc := connections.Client(raw, crypt.ClientTLSConfig(opts.Identity, opts.Receiver))
 	if err := tc.HandshakeContext(dctx); err != nil {
 		tc.Close()
 		var unknown *crypt.UnknownDeviceError
