@@ -30,6 +30,7 @@ type folderStatusJSON struct {
 	PulledBytes  int64  `json:"pulledBytes"`
 	PulledBlocks int64  `json:"pulledBlocks"`
 	ReusedBytes  int64  `json:"reusedBytes"`
+	HashedBytes  int64  `json:"hashedBytes"`
 }
 
 func (n *node) folder(tb testing.TB) folderStatusJSON {

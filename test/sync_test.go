@@ -38,6 +38,11 @@ func TestSyncThreeNodes(t *testing.T) {
 
 	checkStatusAfterSync(t, c)
 	before := c.nodes[0].folder(t)
+	// The seed's scan read each file once: the empty peers' polynomials,
+	// arriving while it ran, did not make it start over.
+	if seedBytes := int64(11 + 18 + 3000 + 3<<20 + 12345 + 6 + 7); before.HashedBytes != seedBytes {
+		t.Errorf("a's scans read %d bytes, the seed has %d", before.HashedBytes, seedBytes)
+	}
 
 	// Changes on different nodes.
 	b, cc := c.dirs[1], c.dirs[2]

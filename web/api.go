@@ -38,6 +38,9 @@ type FolderStatus struct {
 	ReusedBytes int64 `json:"reusedBytes"`
 	// PulledBlocks counts the blocks of PulledBytes.
 	PulledBlocks int64 `json:"pulledBlocks"`
+	// HashedBytes counts, since the node started, the bytes scans read to
+	// chunk and hash files.
+	HashedBytes int64 `json:"hashedBytes"`
 	// TamperedRecords and TamperedChunks count, since the node started,
 	// records and chunks from receivers that failed verification.
 	TamperedRecords int64 `json:"tamperedRecords,omitempty"`

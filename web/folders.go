@@ -81,6 +81,7 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.GlobalFiles, fs.GlobalBytes = st.GlobalFiles, st.GlobalBytes
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
 			fs.PulledBytes, fs.ReusedBytes, fs.PulledBlocks = st.PulledBytes, st.ReusedBytes, st.PulledBlocks
+			fs.HashedBytes = st.HashedBytes
 			fs.TamperedRecords, fs.TamperedChunks = st.TamperedRecords, st.TamperedChunks
 			if st.Restoring {
 				fs.RestoreFiles, fs.RestoreFilesTotal = st.RestoreFiles, st.RestoreFilesTotal

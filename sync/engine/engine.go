@@ -186,6 +186,23 @@ func (e *Engine) Reload(ctx context.Context) error {
 	return nil
 }
 
+// announceFolder sends a new cluster config to the connected trusted
+// peers that share f, when something they act on changed (its polynomial
+// was fixed).
+func (e *Engine) announceFolder(ctx context.Context, f *folder) {
+	e.mu.Lock()
+	conns := make([]*peerConn, 0, len(e.conns))
+	for _, pc := range e.conns {
+		conns = append(conns, pc)
+	}
+	e.mu.Unlock()
+	for _, pc := range conns {
+		if f.sharedWith(pc.id) && !f.untrusted(pc.id) {
+			pc.sendClusterConfig(ctx)
+		}
+	}
+}
+
 func (e *Engine) folder(id string) *folder {
 	e.mu.Lock()
 	defer e.mu.Unlock()

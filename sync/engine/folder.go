@@ -68,8 +68,9 @@ type folder struct {
 	keysCache *crypt.Keys // the folder key's subkeys, once loaded
 
 	// Since start: block bytes fetched from peers, and copied from local
-	// files instead.
+	// files instead; bytes read by scans to be chunked.
 	pulledBytes, reusedBytes, pulledBlocks atomic.Int64
+	hashedBytes                            atomic.Int64
 	// Since start: records and chunks from receivers that failed
 	// verification.
 	tamperedRecords, tamperedChunks atomic.Int64

@@ -17,10 +17,22 @@ import (
 // once the folder runs and knows its shares.
 func startEngine(t *testing.T, dir string, devs ...db.Device) *Engine {
 	t.Helper()
+	return startEngineWith(t, crypt.DeviceID{9}, nil, dir, devs...)
+}
+
+// startEngineWith is startEngine for device id, with settings stored in
+// its database before it starts.
+func startEngineWith(t *testing.T, id crypt.DeviceID, settings map[string]string, dir string, devs ...db.Device) *Engine {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range settings {
+		if err := d.SetSetting(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: dir, Type: db.SendReceive}); err != nil {
 		t.Fatal(err)
@@ -33,7 +45,7 @@ func startEngine(t *testing.T, dir string, devs ...db.Device) *Engine {
 			t.Fatal(err)
 		}
 	}
-	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	e := New(id, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
 	done := make(chan error, 1)
 	go func() { done <- e.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; d.Close() })

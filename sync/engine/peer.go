@@ -93,7 +93,7 @@ func (pc *peerConn) sendClusterConfig(ctx context.Context) {
 			e.log.Warn("index ID", "folder", f.id, "err", err)
 			continue
 		}
-		pol, err := f.polynomial(ctx)
+		pol, fixed, err := f.polynomialState(ctx)
 		if err != nil {
 			e.log.Warn("chunking polynomial", "folder", f.id, "err", err)
 			continue
@@ -114,10 +114,11 @@ func (pc *peerConn) sendClusterConfig(ctx context.Context) {
 			continue
 		}
 		cc.Folders = append(cc.Folders, &protocol.Folder{
-			Id:         f.id,
-			Label:      cfg.Label,
-			Type:       wireFolderType(cfg.Type),
-			Polynomial: uint64(pol),
+			Id:              f.id,
+			Label:           cfg.Label,
+			Type:            wireFolderType(cfg.Type),
+			Polynomial:      uint64(pol),
+			PolynomialFixed: fixed,
 			Devices: []*protocol.FolderDevice{
 				{DeviceId: e.id[:], MaxSequence: f.set.LocalSequence(), IndexId: myIndex},
 				{DeviceId: pc.id[:], MaxSequence: f.set.RemoteSequence(pc.id), IndexId: e.peerIndexID(ctx, f.id, pc.id)},
@@ -209,7 +210,7 @@ func (pc *peerConn) reconcile() error {
 				theirs = d
 			}
 		}
-		if err := f.adoptPolynomial(ctx, wf.GetPolynomial(), theirs.GetMaxSequence() > 0); err != nil {
+		if err := f.adoptPolynomial(ctx, wf.GetPolynomial(), theirs.GetMaxSequence() > 0 || wf.GetPolynomialFixed()); err != nil {
 			e.log.Warn("adopting the peer's chunking polynomial", "folder", f.id, "err", err)
 		}
 		if theirs != nil && theirs.GetIndexId() != 0 {

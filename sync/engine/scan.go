@@ -59,21 +59,9 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		batch      []index.Record
 		batchBytes int64
 	)
-	fixed := false
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
-		}
-		if !fixed {
-			for i := range batch {
-				if batch[i].Type == index.File && !batch[i].Deleted {
-					if err := f.fixPolynomial(ctx, pol); err != nil {
-						return err
-					}
-					fixed = true
-					break
-				}
-			}
 		}
 		if _, err := f.set.UpdateLocal(ctx, batch); err != nil {
 			return err
@@ -88,6 +76,8 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		OnSkip: func(name string, err error) {
 			f.log.Info("not syncing", "name", name, "reason", err)
 		},
+		BeforeHashing: func() error { return f.fixPolynomial(ctx, pol) },
+		Hashed:        func(n int64) { f.hashedBytes.Add(n) },
 	}
 	err = scan.Scan(ctx, f.fs, known{f.set}, paths, opts, func(r index.Record) error {
 		old, had := f.set.Local(r.Name)
@@ -135,16 +125,25 @@ func (f *folder) loadIgnore() (*scan.Matcher, error) {
 }
 
 // errPolynomialChanged ends a scan whose polynomial was replaced by a
-// peer's before the scan recorded any file; the scan starts over.
+// peer's before the scan chunked any file; the scan starts over.
 var errPolynomialChanged = errors.New("chunking polynomial changed during the scan")
 
 // polynomial returns the folder's chunking polynomial, choosing a random
 // one on first use. Trusted peers may replace it (see adoptPolynomial) until
-// the folder has recorded a file chunked with it.
+// the folder starts to chunk files with it.
 func (f *folder) polynomial(ctx context.Context) (chunker.Pol, error) {
 	f.polMu.Lock()
 	defer f.polMu.Unlock()
 	return f.polynomialLocked(ctx)
+}
+
+// polynomialState returns the folder's chunking polynomial and whether it
+// is fixed, for the cluster config.
+func (f *folder) polynomialState(ctx context.Context) (pol chunker.Pol, fixed bool, err error) {
+	f.polMu.Lock()
+	defer f.polMu.Unlock()
+	pol, err = f.polynomialLocked(ctx)
+	return pol, err == nil && f.polFixed(ctx), err
 }
 
 func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
@@ -164,23 +163,38 @@ func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
 	return p, f.e.db.SetSetting(ctx, key, strconv.FormatUint(uint64(p), 10))
 }
 
-// fixPolynomial is called before a scan records its first file: it checks
-// that pol, the polynomial the scan chunked with, is still the folder's,
-// and fixes it for good. Callers hold no lock.
+// fixPolynomial is called before a scan chunks its first file: it checks
+// that pol, the polynomial the scan chunks with, is still the folder's,
+// and fixes it for good. Fixing it then, not when the scan records its
+// first files, matters: a scan that took a peer's polynomial after it had
+// begun threw away everything it had chunked so far (one 256 MiB file in
+// half the runs of the sync benchmark, when the empty peer's polynomial
+// was the smaller). Trusted peers hear of it at once, so that an empty
+// one adopts it.
 func (f *folder) fixPolynomial(ctx context.Context, pol chunker.Pol) error {
+	fixed, err := f.fixPolynomialLocked(ctx, pol)
+	if err != nil || !fixed {
+		return err
+	}
+	f.e.announceFolder(ctx, f)
+	return nil
+}
+
+// fixPolynomialLocked fixes pol and reports whether it did so now.
+func (f *folder) fixPolynomialLocked(ctx context.Context, pol chunker.Pol) (bool, error) {
 	f.polMu.Lock()
 	defer f.polMu.Unlock()
 	if f.polFixed(ctx) {
-		return nil
+		return false, nil
 	}
 	cur, err := f.polynomialLocked(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if cur != pol {
-		return errPolynomialChanged
+		return false, errPolynomialChanged
 	}
-	return f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.id, "1")
+	return true, f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.id, "1")
 }
 
 // polFixed reports whether the folder has recorded files chunked with its
@@ -202,13 +216,13 @@ func (f *folder) polFixed(ctx context.Context) bool {
 
 // adoptPolynomial lets devices sharing a folder chunk alike, so blocks
 // line up and edits move only what changed. A folder that has not fixed its
-// polynomial yet takes the peer's when the peer has files (a folder
-// accepted from an offer chunks like its creator), or when both are empty
-// and the peer's is smaller. Once a folder has recorded files chunked with
-// its polynomial it keeps it: two folders created independently with files
-// on both sides keep their own, and content stays correct, only block reuse
-// between them suffers.
-func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theyHaveFiles bool) error {
+// polynomial yet takes the peer's when the peer has files or has fixed its
+// polynomial (a folder accepted from an offer chunks like its creator), or
+// when both are empty and the peer's is smaller. Once a folder has begun to
+// chunk files with its polynomial it keeps it: two folders created
+// independently with files on both sides keep their own, and content stays
+// correct, only block reuse between them suffers.
+func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theirsFixed bool) error {
 	if theirs == 0 || !chunker.Pol(theirs).Irreducible() {
 		return nil
 	}
@@ -218,7 +232,7 @@ func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theyHaveFil
 	if err != nil || theirs == uint64(mine) || f.polFixed(ctx) {
 		return err
 	}
-	if !theyHaveFiles && theirs > uint64(mine) {
+	if !theirsFixed && theirs > uint64(mine) {
 		return nil
 	}
 	f.log.Debug("adopting a peer's chunking polynomial")

@@ -17,6 +17,9 @@ type FolderStatus struct {
 	// bytes fetched from peers and those copied from local files instead;
 	// PulledBlocks the blocks fetched.
 	PulledBytes, ReusedBytes, PulledBlocks int64
+	// HashedBytes counts, since the node started, the bytes its scans read
+	// to chunk and hash files.
+	HashedBytes int64
 	// TamperedRecords and TamperedChunks count, since the node started,
 	// records and chunks from receivers that failed verification (never
 	// used).
@@ -59,6 +62,7 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	f.mu.Unlock()
 	st.Counts = f.set.Counts()
 	st.PulledBytes, st.ReusedBytes, st.PulledBlocks = f.pulledBytes.Load(), f.reusedBytes.Load(), f.pulledBlocks.Load()
+	st.HashedBytes = f.hashedBytes.Load()
 	st.TamperedRecords, st.TamperedChunks = f.tamperedRecords.Load(), f.tamperedChunks.Load()
 	if f.restoring.Load() {
 		st.Restoring = true

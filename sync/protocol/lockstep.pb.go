@@ -506,11 +506,15 @@ type Folder struct {
 	Paused bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
 	// The folder's chunking polynomial (restic/chunker), sent to trusted
 	// devices only, never to untrusted receivers, so that devices sharing a
-	// folder cut files at the same places. 0 when unknown. A receiver adopts
-	// a smaller irreducible polynomial than its own.
-	Polynomial    uint64 `protobuf:"varint,6,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// folder cut files at the same places. 0 when unknown. A device whose
+	// own polynomial is not fixed yet adopts the sender's if the sender has
+	// files or has fixed it, else if it is the smaller one.
+	Polynomial uint64 `protobuf:"varint,6,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
+	// The sender's polynomial will not change: it has chunked files with it
+	// (or is chunking them now, in a scan that has recorded nothing yet).
+	PolynomialFixed bool `protobuf:"varint,7,opt,name=polynomial_fixed,json=polynomialFixed,proto3" json:"polynomial_fixed,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Folder) Reset() {
@@ -583,6 +587,13 @@ func (x *Folder) GetPolynomial() uint64 {
 		return x.Polynomial
 	}
 	return 0
+}
+
+func (x *Folder) GetPolynomialFixed() bool {
+	if x != nil {
+		return x.PolynomialFixed
+	}
+	return false
 }
 
 // FolderDevice is one device sharing a folder, as the sender knows it.
@@ -1942,7 +1953,7 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x0eclient_version\x18\x03 \x01(\tR\rclientVersion\x12)\n" +
 	"\x10protocol_version\x18\x04 \x01(\rR\x0fprotocolVersion\">\n" +
 	"\rClusterConfig\x12-\n" +
-	"\afolders\x18\x01 \x03(\v2\x13.lockstep.v1.FolderR\afolders\"\xc8\x01\n" +
+	"\afolders\x18\x01 \x03(\v2\x13.lockstep.v1.FolderR\afolders\"\xf3\x01\n" +
 	"\x06Folder\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12+\n" +
@@ -1951,7 +1962,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x06paused\x18\x05 \x01(\bR\x06paused\x12\x1e\n" +
 	"\n" +
 	"polynomial\x18\x06 \x01(\x04R\n" +
-	"polynomial\"\xb9\x01\n" +
+	"polynomial\x12)\n" +
+	"\x10polynomial_fixed\x18\a \x01(\bR\x0fpolynomialFixed\"\xb9\x01\n" +
 	"\fFolderDevice\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\fR\bdeviceId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +

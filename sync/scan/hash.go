@@ -19,10 +19,11 @@ var errChanged = errors.New("changed while read")
 // hasher reads and hashes files from the walker, one at a time, with
 // Splitters from the scan's pool.
 type hasher struct {
-	ctx context.Context
-	fs  FS
-	sps *splitters
-	out outbox
+	ctx    context.Context
+	fs     FS
+	sps    *splitters
+	out    outbox
+	hashed func(n int64) // Options.Hashed, or nil
 }
 
 func (h *hasher) run(jobs <-chan hashJob) error {
@@ -86,6 +87,9 @@ func (h *hasher) read(name string) (index.Record, error) {
 		n += int64(c.Size)
 		return nil
 	})
+	if h.hashed != nil {
+		h.hashed(n)
+	}
 	if err != nil {
 		return index.Record{}, err
 	}

@@ -83,6 +83,14 @@ type Options struct {
 	// that keep changing (ErrChanging). It is called from the goroutine
 	// that calls fn, never concurrently with fn.
 	OnSkip func(name string, err error)
+	// BeforeHashing, if set, is called once, before the first file is
+	// read to be chunked; an error from it ends the scan with that error.
+	// A folder fixes its polynomial there, so that no work done with it is
+	// thrown away because a peer's replaced it meanwhile.
+	BeforeHashing func() error
+	// Hashed, if set, is told the bytes read from each file chunked. It is
+	// called from the hashing goroutines, concurrently.
+	Hashed func(n int64)
 }
 
 // Scan walks the folder, or only the given subtrees when paths is
@@ -137,14 +145,14 @@ func Scan(ctx context.Context, folder FS, known Known, paths []string, opts Opti
 	g.Go(func() error {
 		defer producers.Done()
 		defer close(jobs)
-		w := &walker{ctx: gctx, fs: folder, known: known, ignore: opts.Ignore, jobs: jobs, out: out}
+		w := &walker{ctx: gctx, fs: folder, known: known, ignore: opts.Ignore, jobs: jobs, out: out, beforeHashing: opts.BeforeHashing}
 		return w.walk(scopes)
 	})
 	sps := newSplitters(pol, workers)
 	for range workers {
 		g.Go(func() error {
 			defer producers.Done()
-			h := &hasher{ctx: gctx, fs: folder, sps: sps, out: out}
+			h := &hasher{ctx: gctx, fs: folder, sps: sps, out: out, hashed: opts.Hashed}
 			return h.run(jobs)
 		})
 	}

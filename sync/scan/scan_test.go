@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -473,5 +474,63 @@ func TestScanLargeFiles(t *testing.T) {
 		for name, data := range files {
 			checkBlocks(t, name, data, res.recs[name].Blocks)
 		}
+	}
+}
+
+// TestBeforeHashing: the hook runs once, before any file is opened to be
+// chunked, and only when one is; its error ends the scan before any file is
+// read. Hashed adds up to the bytes chunked.
+func TestBeforeHashing(t *testing.T) {
+	tr := newTree(t)
+	cfs := newCounting(openRoot(t, tr.root))
+	calls := 0
+	var hashed atomic.Int64
+	opts := Options{
+		BeforeHashing: func() error {
+			calls++
+			if n := cfs.totalOpens(); n != 0 {
+				t.Errorf("%d files opened before the hook", n)
+			}
+			return nil
+		},
+		Hashed: func(n int64) { hashed.Add(n) },
+	}
+	known := newKnown()
+	res := scanDir(t, cfs, known, nil, opts)
+	var want int64
+	for _, data := range tr.files {
+		want += int64(len(data))
+	}
+	if calls != 1 || hashed.Load() != want {
+		t.Errorf("hook called %d times, %d bytes hashed; want once and %d", calls, hashed.Load(), want)
+	}
+
+	// Nothing to chunk: an unchanged tree, then one where only a directory
+	// and a symlink are new.
+	known.apply(res.recs)
+	calls = 0
+	scanDir(t, cfs, known, nil, opts)
+	if err := os.Mkdir(filepath.Join(tr.root, "new dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a", filepath.Join(tr.root, "new link")); err != nil {
+		t.Fatal(err)
+	}
+	if res := scanDir(t, cfs, known, nil, opts); len(res.recs) != 2 {
+		t.Errorf("records %v, want the new directory and symlink", res.recs)
+	}
+	if calls != 0 {
+		t.Errorf("hook called %d times with nothing to chunk", calls)
+	}
+
+	// A refusal ends the scan before any file is read.
+	stop := errors.New("stop")
+	cfs.opens = map[string]int{}
+	_, err := tryScan(cfs, newKnown(), nil, Options{BeforeHashing: func() error { return stop }})
+	if !errors.Is(err, stop) {
+		t.Errorf("scan ended with %v, want the hook's error", err)
+	}
+	if n := cfs.totalOpens(); n != 0 {
+		t.Errorf("%d files opened after the hook refused", n)
 	}
 }

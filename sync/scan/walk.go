@@ -23,6 +23,8 @@ type walker struct {
 	jobs   chan<- hashJob
 	out    outbox
 	ks     *knownStream // records of the scope being walked
+
+	beforeHashing func() error // Options.BeforeHashing, until called
 }
 
 // kind is what the walker makes of one directory entry.
@@ -310,6 +312,12 @@ func (w *walker) visit(name string, fi fs.FileInfo, k kind, known *index.Record)
 		rec.Type, rec.Size = index.File, fi.Size()
 		if known == nil || known.Type != index.File || known.Size != rec.Size ||
 			known.ModTime != rec.ModTime || !sameInode(known.Inode, rec.Inode) {
+			if w.beforeHashing != nil {
+				if err := w.beforeHashing(); err != nil {
+					return err
+				}
+				w.beforeHashing = nil
+			}
 			select {
 			case w.jobs <- hashJob{name: name, known: known}:
 				return nil
