@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"lockstep/crypt"
+	"lockstep/internal/syncahead"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
@@ -94,6 +95,7 @@ type writer struct {
 	log   *slog.Logger
 	slots chan struct{} // chunk requests in flight
 	prog  progress
+	ahead *syncahead.Flusher // barriers in the background as data is written
 
 	mu      sync.Mutex
 	res     Result
@@ -143,7 +145,7 @@ func (w *writer) renameAll(workers int) error {
 }
 
 func newWriter(dst fsys.FS, src chunkSource, log *slog.Logger, fn func(Progress)) *writer {
-	return &writer{fs: dst, src: src, log: log, slots: make(chan struct{}, MaxChunksInFlight), prog: progress{fn: fn}}
+	return &writer{fs: dst, src: src, log: log, slots: make(chan struct{}, MaxChunksInFlight), prog: progress{fn: fn}, ahead: syncahead.New(dst.Sync)}
 }
 
 // write creates p's directories, then its files and symlinks, then sets
@@ -174,10 +176,12 @@ func (w *writer) writeAll(ctx context.Context, p *plan) error {
 		g.Go(func() error { return w.writeFile(gctx, r) })
 	}
 	err := g.Wait()
+	w.ahead.Wait()
 	if err == nil {
 		// One barrier for every file's data, then the renames: an fsync
 		// per file costs milliseconds each, and no name ever holds a
-		// partial file.
+		// partial file. Those in the background (w.ahead) left it little
+		// to wait for.
 		err = w.fs.Sync()
 	}
 	if err == nil {
@@ -293,6 +297,7 @@ func (w *writer) fetchInto(ctx context.Context, f fsys.File, blocks []index.Bloc
 					return fmt.Errorf("writing %q: %w", f.Name(), err)
 				}
 				wb.add(b.Offset, len(data))
+				w.ahead.Wrote(int64(len(data)))
 				w.prog.add(0, int64(b.Size))
 				return nil
 			})

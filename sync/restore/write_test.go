@@ -1,15 +1,19 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 
+	"lockstep/internal/syncahead"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 )
@@ -19,9 +23,19 @@ import (
 // and an empty target directory opened as a Root.
 func writeSetup(t *testing.T, names []string) (*plan, chunkSource, string, *fsys.Root) {
 	t.Helper()
+	files := make([][]byte, len(names))
+	for i, name := range names {
+		files[i] = []byte(name)
+	}
+	return writeSetupData(t, names, files)
+}
+
+// writeSetupData is writeSetup with the files' data given.
+func writeSetupData(t *testing.T, names []string, files [][]byte) (*plan, chunkSource, string, *fsys.Root) {
+	t.Helper()
 	s := newSealer(t)
 	for i, name := range names {
-		data := []byte(name)
+		data := files[i]
 		s.add(index.Record{Name: name, Mode: 0o644, ModTime: 1, Size: int64(len(data)), Blocks: s.content(data), Version: vec(1, originA)}, originA, uint64(i+1))
 	}
 	c := newCollector(s.keys, testFolder, quiet)
@@ -117,5 +131,38 @@ func TestCancelAfterBarrierStillRenames(t *testing.T) {
 	}
 	if err != nil && len(entries) != res.Files {
 		t.Fatalf("write = %v with %d files counted and %d entries", err, res.Files, len(entries))
+	}
+}
+
+// countSyncs counts the barriers made on an FS.
+type countSyncs struct {
+	fsys.FS
+	n atomic.Int64
+}
+
+func (c *countSyncs) Sync() error {
+	c.n.Add(1)
+	return c.FS.Sync()
+}
+
+// TestBarriersAheadOfWrites: a recovery writing more than syncahead.Every
+// bytes makes barriers in the background besides its own two (after the
+// files' data, and at the end).
+func TestBarriersAheadOfWrites(t *testing.T) {
+	data := make([]byte, syncahead.Every+(1<<20))
+	if _, err := rand.NewChaCha8([32]byte{'b'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	p, src, dir, root := writeSetupData(t, []string{"big"}, [][]byte{data})
+	fs := &countSyncs{FS: root}
+	w := newWriter(fs, src, quiet, nil)
+	if _, err := w.write(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(dir + "/big"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("big: %d bytes, %v", len(got), err)
+	}
+	if n := fs.n.Load(); n < 3 {
+		t.Errorf("%d barriers, want one in the background besides the writer's two", n)
 	}
 }

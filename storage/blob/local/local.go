@@ -45,6 +45,7 @@ import (
 	"sync"
 	"syscall"
 
+	"lockstep/internal/syncahead"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/sized"
 )
@@ -73,7 +74,8 @@ type Store struct {
 	// syncMu runs one Sync at a time: a Sync whose blobs another one took
 	// into its flush must not return before that flush ends.
 	syncMu   sync.Mutex
-	syncHook func() // tests: runs once a Sync has taken the pending set
+	syncHook func()             // tests: runs once a Sync has taken the pending set
+	ahead    *syncahead.Flusher // background syncfs as PutUnsynced writes; nil without wholeFS
 	mu       sync.Mutex
 	pending  map[string]struct{}
 	dirs     *handles[*os.Root] // see dir
@@ -97,11 +99,16 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening blob directory: %w", err)
 	}
-	return &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: newHandles[*os.Root](maxCachedDirs), kept: newHandles[keptFile](maxKeptFiles)}, nil
+	s := &Store{root: root, wholeFS: haveSyncfs, pending: make(map[string]struct{}), dirs: newHandles[*os.Root](maxCachedDirs), kept: newHandles[keptFile](maxKeptFiles)}
+	if s.wholeFS {
+		s.ahead = syncahead.New(s.syncfs)
+	}
+	return s, nil
 }
 
 // Close releases the directory. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	s.ahead.Wait()
 	s.kept.close()
 	s.dirs.close()
 	return s.root.Close()

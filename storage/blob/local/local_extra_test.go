@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
 
+	"lockstep/internal/syncahead"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
 	"lockstep/storage/blob/mem"
@@ -479,5 +481,29 @@ func BenchmarkGetRange(b *testing.B) {
 			b.Fatal(err)
 		}
 		off = (off + 4096) % (16<<20 - 2048)
+	}
+}
+
+// TestBarriersAheadOfUnsyncedPuts: PutUnsynced of more than
+// syncahead.Every bytes makes a barrier in the background, before any Sync.
+func TestBarriersAheadOfUnsyncedPuts(t *testing.T) {
+	s := open(t, t.TempDir())
+	if !s.wholeFS {
+		t.Skip("no syncfs: every Sync fsyncs its paths")
+	}
+	var barriers atomic.Int64
+	s.ahead = syncahead.New(func() error {
+		barriers.Add(1)
+		return s.syncfs()
+	})
+	data := bytes.Repeat([]byte{1}, 1<<20)
+	for i := range syncahead.Every>>20 + 1 {
+		if err := s.PutUnsynced(context.Background(), fmt.Sprintf("c/%04d", i), bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.ahead.Wait()
+	if barriers.Load() != 1 {
+		t.Fatalf("%d barriers in the background, want 1", barriers.Load())
 	}
 }

@@ -170,6 +170,7 @@ func (s *Store) writeUnsynced(ctx context.Context, dir, final string, r io.Reade
 		return conflict(err)
 	}
 	s.kept.forget(final)
+	s.ahead.Wrote(size)
 	s.mu.Lock()
 	s.pending[final] = struct{}{}
 	s.pending[dir] = struct{}{}
