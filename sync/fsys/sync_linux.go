@@ -31,3 +31,20 @@ func StartWriteback(f File, off int64, n int) {
 		_ = unix.SyncFileRange(int(fd.Fd()), off, int64(n), unix.SYNC_FILE_RANGE_WRITE)
 	}
 }
+
+// DropWritten waits until the kernel has written n bytes of f at off to
+// disk and drops them from the page cache. It is for data written once
+// and not read again soon, such as a recovery's: it then takes little of
+// the page cache, and the pages it frees are the ones its next writes
+// reuse. It makes nothing durable (a barrier still must), and is a hint
+// like StartWriteback. Only whole pages written in full should be given:
+// a page dropped while part of it is still to be written must be read back
+// from disk first.
+func DropWritten(f File, off, n int64) {
+	if fd, ok := f.(interface{ Fd() uintptr }); ok {
+		const wait = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+		if unix.SyncFileRange(int(fd.Fd()), off, n, wait) == nil {
+			_ = unix.Fadvise(int(fd.Fd()), off, n, unix.FADV_DONTNEED)
+		}
+	}
+}

@@ -27,8 +27,11 @@
 //     built in a temporary file, fsynced, given its mode and mtime, and
 //     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
 //     recovery. Files of earlyWritebackSize or more are handed to the
-//     kernel's writeback as they are written, which only starts earlier
-//     what the barrier waits for.
+//     kernel's writeback as they are written, and barriers run in the
+//     background every syncahead.Every bytes, which only starts earlier
+//     what the last barrier waits for. Those files are dropped from the
+//     page cache dropBehind behind their part written from the start, once
+//     on disk.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
 //     and while the key opens (only where the heap has huge pages: see
 //     hugeheap.Advised) at most prefetchInFlight, fetching chunks of

@@ -63,3 +63,26 @@ func TestWritebackWithoutDescriptor(t *testing.T) {
 	none.add(0, 1)
 	none.stop()
 }
+
+// contiguous follows the written part of a file from its start, whatever
+// order the ranges come in.
+func TestContiguous(t *testing.T) {
+	var c contiguous
+	steps := []struct{ off, n, want int64 }{
+		{10, 5, 0},  // past a gap
+		{0, 4, 4},   // still a gap at 4
+		{20, 1, 4},  // another one further on
+		{4, 6, 15},  // fills 4..10, joins 10..15
+		{15, 5, 21}, // joins 20..21
+		{21, 3, 24},
+		{30, 2, 24},
+	}
+	for i, s := range steps {
+		if got := c.add(s.off, s.n); got != s.want {
+			t.Fatalf("step %d: add(%d, %d) = %d, want %d", i, s.off, s.n, got, s.want)
+		}
+	}
+	if len(c.ahead) != 1 {
+		t.Fatalf("%d ranges kept past the gap, want 1", len(c.ahead))
+	}
+}
