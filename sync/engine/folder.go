@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/internal/syncahead"
 	"lockstep/storage/db"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
@@ -37,8 +38,9 @@ type folder struct {
 	short crypt.ShortID
 	log   *slog.Logger
 
-	pullCh chan struct{} // a peer's index changed: look at what is needed
-	scanCh chan struct{} // scanPaths has work
+	pullCh chan struct{}      // a peer's index changed: look at what is needed
+	scanCh chan struct{}      // scanPaths has work
+	ahead  *syncahead.Flusher // barriers in the background as a pull writes
 
 	polMu sync.Mutex // creating or changing the polynomial
 
@@ -95,7 +97,7 @@ func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
 		return nil, err
 	}
 	return &folder{
-		id: cfg.ID, e: e, fs: root, set: set, short: e.id.Short(),
+		id: cfg.ID, e: e, fs: root, set: set, short: e.id.Short(), ahead: syncahead.New(root.Sync),
 		log:       e.log.With("folder", cfg.ID),
 		pullCh:    make(chan struct{}, 1),
 		scanCh:    make(chan struct{}, 1),

@@ -55,6 +55,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	}
 	f.setState(StateSyncing)
 	defer f.setState(StateIdle)
+	defer f.ahead.Wait() // after the pull's writers, never beside them
 	start := time.Now()
 	defer func() { f.log.Debug("pull done", "items", len(need), "took", time.Since(start)) }()
 	var total int64
@@ -318,6 +319,8 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			if err != nil {
 				return err
 			}
+			// Each file's fsync then waits for less.
+			f.ahead.Wrote(int64(b.Size))
 			if r.Size >= earlyWritebackSize {
 				fsys.StartWriteback(file, b.Offset, int(b.Size))
 			}

@@ -1,15 +1,20 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/internal/syncahead"
 	"lockstep/storage/db"
 	"lockstep/sync/index"
 )
@@ -132,5 +137,46 @@ func TestPullCanceledReturns(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("run %d: the canceled pull did not return", i)
 		}
+	}
+}
+
+// TestPullBarriersAhead: a pull that writes more than syncahead.Every
+// bytes makes barriers in the background, so that its files' fsyncs find
+// little left to flush.
+func TestPullBarriersAhead(t *testing.T) {
+	full, empty := t.TempDir(), t.TempDir()
+	data := make([]byte, syncahead.Every+(1<<20))
+	if _, err := rand.NewChaCha8([32]byte{'p'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "big"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
+	b := startEngineWith(t, idB, nil, empty, db.Device{ID: idA.String()})
+	a := startEngineWith(t, idA, nil, full, db.Device{ID: idB.String()})
+	fb := b.folder("f")
+	var barriers atomic.Int64
+	fb.ahead = syncahead.New(func() error {
+		barriers.Add(1)
+		return fb.fs.Sync()
+	})
+	connect(t, a, b)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, _ := b.FolderStatus("f")
+		if st.LocalFiles == 1 && st.NeedFiles == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b did not pull the file")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, err := os.ReadFile(filepath.Join(empty, "big")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("big: %d bytes, %v", len(got), err)
+	}
+	if barriers.Load() == 0 {
+		t.Error("no barrier in the background")
 	}
 }
