@@ -68,6 +68,7 @@ type folder struct {
 
 	keysMu    sync.Mutex
 	keysCache *crypt.Keys // the folder key's subkeys, once loaded
+	presealed presealed   // small chunks sealed while a share's scrypt ran
 
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead; bytes read by scans to be chunked.

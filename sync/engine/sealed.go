@@ -244,6 +244,7 @@ func (pc *peerConn) sendSealed(ctx context.Context, u *upload, start int64) {
 			sent = last
 			recs = recs[n:]
 		}
+		f.presealed.drop() // what the first pass did not take, none will
 		select {
 		case <-changed:
 		case <-ctx.Done():
@@ -318,9 +319,13 @@ func (u *upload) inline(ctx context.Context, recs []index.Record) []*protocol.In
 			if b.Size > inlineChunk || seen[id] {
 				continue
 			}
-			body, err := u.sealedBody(blockRef{name: r.Name, offset: b.Offset, size: b.Size, hash: b.Hash}, nil)
-			if err != nil {
-				continue // a later copy of it may still be readable
+			body := u.f.presealed.take(id)
+			if body == nil {
+				var err error
+				body, err = u.sealedBody(blockRef{name: r.Name, offset: b.Offset, size: b.Size, hash: b.Hash}, nil)
+				if err != nil {
+					continue // a later copy of it may still be readable
+				}
 			}
 			seen[id] = true
 			if total+len(body) > inlineBytes {

@@ -176,3 +176,53 @@ func TestUploadInline(t *testing.T) {
 		t.Fatalf("the inline chunk does not open to the file: %v", err)
 	}
 }
+
+// TestPreseal: presealing seals the small chunks of the folder's files
+// (not large ones, nor files changed since their scan), and the upload
+// sends those bodies inline instead of reading the files again: here a
+// file changed after presealing, which read then would leave out, still
+// goes with the body made while it matched its record.
+func TestPreseal(t *testing.T) {
+	f := idleFolder(t)
+	keys := testKeys(t, 1)
+	dir := f.config().Path
+	write := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(name string, data []byte) index.Record {
+		write(name, data)
+		return index.Record{Name: name, Type: index.File, Size: int64(len(data)), Version: index.Vector{{ID: 1, Value: 1}},
+			Blocks: []index.Block{{Size: uint32(len(data)), Hash: chunk.HashOf(data)}}}
+	}
+	a, b := []byte("first small file"), []byte("second small file")
+	recs := []index.Record{rec("a.txt", a), rec("b.txt", b), rec("big.bin", make([]byte, inlineChunk+1)), rec("changed.txt", []byte("as scanned"))}
+	if _, err := f.set.UpdateLocal(t.Context(), recs); err != nil {
+		t.Fatal(err)
+	}
+	write("changed.txt", []byte("as changed"))
+
+	if n := f.preseal(t.Context(), keys); n == 0 {
+		t.Fatal("nothing presealed")
+	}
+	f.presealed.mu.Lock()
+	held := len(f.presealed.bodies)
+	f.presealed.mu.Unlock()
+	if held != 2 {
+		t.Fatalf("%d bodies presealed, want the two small files'", held)
+	}
+	write("b.txt", []byte("changed after presealing"))
+	got := newUpload(f, keys, crypt.DeviceID{4}).inline(t.Context(), f.set.LocalSince(0))
+	if len(got) != 2 {
+		t.Fatalf("%d inline chunks, want 2", len(got))
+	}
+	for i, data := range [][]byte{a, b} {
+		if plain, err := keys.OpenBlockTo(nil, chunk.HashOf(data), got[i].GetBody()); err != nil || !bytes.Equal(plain, data) {
+			t.Fatalf("inline chunk %d does not open to %q: %v", i, data, err)
+		}
+	}
+	if f.presealed.take(keys.ChunkID(chunk.HashOf(a))) != nil {
+		t.Fatal("a presealed body was left after the upload took it")
+	}
+}

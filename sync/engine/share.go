@@ -66,16 +66,21 @@ func (e *Engine) ShareEncrypted(ctx context.Context, folderID string, dev crypt.
 				return err
 			}
 		}
-		mine, err := crypt.SealEnvelope(key, password)
+		mine, err := f.presealWhile(ctx, key, func() ([]byte, error) { return crypt.SealEnvelope(key, password) })
 		if err != nil {
+			f.presealed.drop()
 			return err
 		}
 		if env, err = putEnvelope(ctx, pc, folderID, mine, nil); err != nil {
+			f.presealed.drop()
 			return err
 		}
 		// Ours went in, so its key is known; else another device won the
 		// race and its envelope is opened below.
 		opened = bytes.Equal(env, mine)
+		if !opened {
+			f.presealed.drop() // sealed under our key, not the folder's
+		}
 	}
 	if !opened {
 		if key, err = crypt.OpenEnvelope(env, password); err != nil {
