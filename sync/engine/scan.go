@@ -172,7 +172,7 @@ func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
 // was the smaller). Trusted peers hear of it at once, so that an empty
 // one adopts it.
 func (f *folder) fixPolynomial(ctx context.Context, pol chunker.Pol) error {
-	fixed, err := f.fixPolynomialLocked(ctx, pol)
+	fixed, err := f.markFixed(ctx, pol)
 	if err != nil || !fixed {
 		return err
 	}
@@ -180,8 +180,8 @@ func (f *folder) fixPolynomial(ctx context.Context, pol chunker.Pol) error {
 	return nil
 }
 
-// fixPolynomialLocked fixes pol and reports whether it did so now.
-func (f *folder) fixPolynomialLocked(ctx context.Context, pol chunker.Pol) (bool, error) {
+// markFixed fixes pol and reports whether it did so now.
+func (f *folder) markFixed(ctx context.Context, pol chunker.Pol) (bool, error) {
 	f.polMu.Lock()
 	defer f.polMu.Unlock()
 	if f.polFixed(ctx) {
@@ -197,8 +197,9 @@ func (f *folder) fixPolynomialLocked(ctx context.Context, pol chunker.Pol) (bool
 	return true, f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.id, "1")
 }
 
-// polFixed reports whether the folder has recorded files chunked with its
-// polynomial (then it never changes). Callers hold polMu.
+// polFixed reports whether the folder's polynomial never changes again: a
+// scan began to chunk files with it, or the folder holds files. Callers
+// hold polMu.
 func (f *folder) polFixed(ctx context.Context) bool {
 	if v, err := f.e.db.Setting(ctx, "polynomial-fixed/"+f.id); err == nil && v == "1" {
 		return true
