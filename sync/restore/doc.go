@@ -5,8 +5,8 @@
 // Recover dials the receiver (TLS pinned to the receiver's device ID),
 // announces the folder with nothing held, so that the receiver sends its
 // whole record log, fetches and opens the folder key envelope (taking in
-// the log meanwhile, and the sealed chunks of small files, which the
-// records name in the clear: scrypt takes about a second), opens and
+// the log meanwhile, and the first sealed chunks, which the records name
+// in the clear: scrypt takes about a second), opens and
 // checks every sealed record, keeps the winning version of each name, and
 // writes the winners' tree into an empty target directory, fetching and
 // checking every chunk.
@@ -34,8 +34,8 @@
 //     on disk.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
 //     and while the key opens (only where the heap has huge pages: see
-//     hugeheap.Advised) at most prefetchInFlight, fetching chunks of
-//     records of one chunk until prefetchBudget bytes are held. Those are
+//     hugeheap.Advised) at most prefetchInFlight, fetching the records'
+//     chunks until prefetchBudget bytes are held. Those are
 //     opened and checked like any other when a file takes them; one never
 //     fetched is asked for again.
 //     SealedIndex messages are acknowledged as they are processed, so the

@@ -11,10 +11,16 @@ import (
 // While scrypt opens the folder key (about a second), the record log
 // arrives, but nothing can be opened or written, and a core is idle. The
 // records list their encrypted chunk IDs in the clear, so a prefetcher
-// fetches the chunks of small files (records of a single chunk) in that
-// time, up to a budget, and the writer takes them from memory instead of
-// waiting a round trip for each. What it fetches is opened and checked
-// exactly as a fetched chunk is; what fails to come is fetched again.
+// fetches their chunks in that time, in the log's order, up to a budget,
+// and the writer takes them from memory instead of waiting a round trip
+// for each. What it fetches is opened and checked exactly as a fetched
+// chunk is; what fails to come is fetched again. At first it took only
+// the chunks of small files (records of one chunk), with a budget of 32
+// MiB; those were fetched long before scrypt ended, and taking large
+// files' chunks too, up to 96 MiB, recovered the standard set in
+// 3.47-4.05 s (median 3.73 s) against 3.64-4.94 s (median 3.94 s), seven
+// alternating runs. The price: a wrong password fetches up to the budget
+// for nothing (what a second of scrypt lets through, on a slow link).
 //
 // It runs only where the heap has huge pages (hugeheap.Advised): with
 // scrypt's work area faulted in page by page, the prefetch's own memory
@@ -22,7 +28,7 @@ import (
 // dev VM, 10,000 small files recovered in 5.7-7.0 s so, against 2.8-2.9 s
 // with huge pages for scrypt and no prefetch, and 1.6-2.35 s with both).
 const (
-	prefetchBudget   = 32 << 20 // bytes of chunks held
+	prefetchBudget   = 96 << 20 // bytes of chunks held
 	prefetchInFlight = 16
 )
 
@@ -57,19 +63,20 @@ func newPrefetcher(ctx context.Context, conn *protocol.Conn, folder string, on b
 	return p
 }
 
-// offer queues the chunk of a record of one chunk, once.
+// offer queues the chunks of a record, each once.
 func (p *prefetcher) offer(sr *protocol.SealedRecord) {
-	if sr.GetDeleted() || len(sr.GetChunks()) != 1 {
+	if sr.GetDeleted() {
 		return
 	}
-	id := crypt.ChunkID(sr.GetChunks()[0])
 	p.mu.Lock()
-	if p.stopped || p.seen[id] {
-		p.mu.Unlock()
-		return
+	for _, c := range sr.GetChunks() {
+		id := crypt.ChunkID(c)
+		if p.stopped || p.seen[id] {
+			continue
+		}
+		p.seen[id] = true
+		p.queue = append(p.queue, id)
 	}
-	p.seen[id] = true
-	p.queue = append(p.queue, id)
 	p.mu.Unlock()
 	p.signal()
 }
