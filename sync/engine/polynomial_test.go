@@ -43,17 +43,10 @@ func TestScanKeepsItsPolynomial(t *testing.T) {
 	a := startEngineWith(t, idA, map[string]string{"polynomial/f": strconv.FormatUint(uint64(large), 10)}, full, db.Device{ID: idB.String()})
 	connect(t, a, b)
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitFor(t, "b to have every file", func() bool {
 		st, _ := b.FolderStatus("f")
-		if st.LocalFiles == files && st.NeedFiles == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b has %d of %d files", st.LocalFiles, files)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.LocalFiles == files && st.NeedFiles == 0
+	})
 	st, _ := a.FolderStatus("f")
 	if st.HashedBytes != files*size {
 		t.Errorf("a's scans read %d bytes to chunk %d", st.HashedBytes, files*size)
@@ -94,4 +87,70 @@ func connect(t *testing.T, a, b *Engine) {
 		<-done
 		<-done
 	})
+}
+
+// TestFixedPolynomialIsAnnounced: a folder whose scan fixes its polynomial
+// tells its peers at once. Here the peer had the full folder's config
+// from before the scan (polynomial not fixed, and the larger one), and
+// shares the folder only afterwards: without a fresh config it would
+// keep its own smaller polynomial, and the two would chunk differently
+// for good.
+func TestFixedPolynomialIsAnnounced(t *testing.T) {
+	small, large := randomPolynomial(t), randomPolynomial(t)
+	if small > large {
+		small, large = large, small
+	}
+	full, empty := t.TempDir(), t.TempDir()
+	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
+	// b does not share the folder with a yet; a starts empty.
+	b := startEngineWith(t, idB, map[string]string{"polynomial/f": strconv.FormatUint(uint64(small), 10)}, empty)
+	a := startEngineWith(t, idA, map[string]string{"polynomial/f": strconv.FormatUint(uint64(large), 10)}, full, db.Device{ID: idB.String()})
+	connect(t, a, b)
+	ctx := context.Background()
+	waitFor(t, "b to hear a's config", func() bool {
+		pc := b.conn(idA)
+		if pc == nil {
+			return false
+		}
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		return pc.lastCC != nil
+	})
+
+	if err := os.WriteFile(filepath.Join(full, "x"), []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Scan("f"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a to hold its file", func() bool {
+		st, _ := a.FolderStatus("f")
+		return st.LocalFiles == 1
+	})
+
+	if err := b.db.PutDevice(ctx, db.Device{ID: idA.String()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.ShareFolder(ctx, "f", idA.String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to adopt a's fixed polynomial", func() bool {
+		pb, err := b.folder("f").polynomial(ctx)
+		return err == nil && pb == large
+	})
+}
+
+// waitFor polls cond for up to 60 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

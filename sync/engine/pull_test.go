@@ -162,17 +162,10 @@ func TestPullBarriersAhead(t *testing.T) {
 		return fb.fs.Sync()
 	})
 	connect(t, a, b)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitFor(t, "b to pull the file", func() bool {
 		st, _ := b.FolderStatus("f")
-		if st.LocalFiles == 1 && st.NeedFiles == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("b did not pull the file")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.LocalFiles == 1 && st.NeedFiles == 0
+	})
 	if got, err := os.ReadFile(filepath.Join(empty, "big")); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("big: %d bytes, %v", len(got), err)
 	}
