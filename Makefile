@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin/lockstep
 HOME_DIR ?= .home
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X lockstep/node.Version=$(VERSION)
+LDFLAGS  := -X main.version=$(VERSION)
 
 .PHONY: build run test test-short bench vet fmt proto
 

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"lockstep/crypt"
-	"lockstep/node"
 	"lockstep/storage/home"
 )
 
@@ -21,7 +20,7 @@ func newInit(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			id, err := node.Init(dir, name)
+			id, err := initHome(dir, name)
 			if err != nil {
 				return err
 			}

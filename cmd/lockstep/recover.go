@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"lockstep/crypt"
-	"lockstep/internal/hugeheap"
-	"lockstep/node"
 	"lockstep/storage/home"
 	"lockstep/sync/connections"
 	"lockstep/sync/restore"
@@ -55,7 +53,7 @@ func newRecover(g *globals) *cobra.Command {
 			pp := newProgressPrinter(stderr, "recovering", folder)
 			// Before the heap grows: scrypt's work area and the chunks'
 			// buffers fault in far fewer pages.
-			hugeheap.Advise()
+			prefetch := adviseHugeHeap()
 			res, err := restore.Recover(c.Context(), restore.Options{
 				Identity: id,
 				Address:  addr,
@@ -65,7 +63,8 @@ func newRecover(g *globals) *cobra.Command {
 				To:       target,
 				Progress: pp.print,
 				Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-				Version:  node.Version,
+				Version:  version,
+				Prefetch: prefetch,
 			})
 			pp.end()
 			if err != nil && !errors.Is(err, restore.ErrDamaged) {
@@ -95,7 +94,7 @@ func loadOrInitIdentity(g *globals) (*crypt.Identity, error) {
 	}
 	id, err := crypt.LoadIdentity(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, err := node.Init(dir, ""); err != nil {
+		if _, err := initHome(dir, ""); err != nil {
 			return nil, err
 		}
 		id, err = crypt.LoadIdentity(dir)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lockstep/internal/hugeheap"
-	"lockstep/node"
 	"lockstep/storage/home"
 )
 
@@ -19,8 +17,8 @@ func newServe(g *globals) *cobra.Command {
 		noGUI    bool
 		logLevel string
 		name     string
-		store    node.StoreOptions
-		find     node.FindOptions
+		store    storeOptions
+		find     findOptions
 		noLocal  bool
 	)
 	c := &cobra.Command{
@@ -30,7 +28,7 @@ func newServe(g *globals) *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			// Before the heap grows: a node's buffers, and scrypt's work
 			// area when it shares a folder, fault in far fewer pages.
-			hugeheap.Advise()
+			adviseHugeHeap()
 			dir, err := home.Resolve(g.home)
 			if err != nil {
 				return err
@@ -42,18 +40,18 @@ func newServe(g *globals) *cobra.Command {
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			slog.SetDefault(log)
 			find.LocalDiscovery = !noLocal
-			opts := node.Options{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store, Find: find}
+			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store, Find: find}
 			if noGUI {
 				opts.GUI = ""
 			}
-			return node.Run(c.Context(), opts)
+			return runNode(c.Context(), opts)
 		},
 	}
 	c.Flags().StringArrayVar(&listen, "listen", []string{"tcp://0.0.0.0:22100"}, "sync listen address (repeatable)")
 	c.Flags().StringVar(&gui, "gui", "127.0.0.1:8385", "console and REST address")
 	c.Flags().BoolVar(&noGUI, "no-gui", false, "run without the console and REST API")
 	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	c.Flags().StringVar(&store.S3Endpoint, "s3-endpoint", "", "keep blobs in S3 at HOST:PORT (keys from $"+node.EnvS3AccessKey+" and $"+node.EnvS3SecretKey+")")
+	c.Flags().StringVar(&store.S3Endpoint, "s3-endpoint", "", "keep blobs in S3 at HOST:PORT (keys from $"+envS3AccessKey+" and $"+envS3SecretKey+")")
 	c.Flags().StringVar(&store.S3Bucket, "s3-bucket", "", "the S3 bucket")
 	c.Flags().StringVar(&store.S3Prefix, "s3-prefix", "", "a prefix for object names in the bucket")
 	c.Flags().BoolVar(&store.S3Insecure, "s3-insecure", false, "talk to S3 over plain HTTP")

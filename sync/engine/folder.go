@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
-	"lockstep/internal/syncahead"
+	"lockstep/storage/syncahead"
 	"lockstep/storage/db"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
-	"lockstep/internal/syncahead"
+	"lockstep/storage/syncahead"
 	"lockstep/storage/db"
 	"lockstep/sync/index"
 )

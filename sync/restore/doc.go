@@ -33,9 +33,9 @@
 //     page cache dropBehind behind their part written from the start, once
 //     on disk.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
-//     and while the key opens (only where the heap has huge pages: see
-//     hugeheap.Advised) at most prefetchInFlight, fetching the records'
-//     chunks until prefetchBudget bytes are held. Those are
+//     and while the key opens (only with Options.Prefetch) at most
+//     prefetchInFlight, fetching the records' chunks until prefetchBudget
+//     bytes are held. Those are
 //     opened and checked like any other when a file takes them; one never
 //     fetched is asked for again.
 //     SealedIndex messages are acknowledged as they are processed, so the

@@ -22,7 +22,7 @@ import (
 // alternating runs. The price: a wrong password fetches up to the budget
 // for nothing (what a second of scrypt lets through, on a slow link).
 //
-// It runs only where the heap has huge pages (hugeheap.Advised): with
+// It runs only where the heap has huge pages (Options.Prefetch, set where the heap has huge pages): with
 // scrypt's work area faulted in page by page, the prefetch's own memory
 // use slowed those faults down far more than the prefetch saved (on the
 // dev VM, 10,000 small files recovered in 5.7-7.0 s so, against 2.8-2.9 s

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"lockstep/crypt"
-	"lockstep/internal/hugeheap"
 	"lockstep/sync/fsys"
 )
 
@@ -65,6 +64,11 @@ type Options struct {
 	// Version is the implementation version sent in the Hello message;
 	// optional.
 	Version string
+	// Prefetch fetches chunks while the password opens the key. It pays
+	// only where the heap has huge pages (cmd's hugeheap): with scrypt's
+	// work area faulted in page by page, the prefetch's own memory use
+	// slowed those faults down more than it saved.
+	Prefetch bool
 
 	// logStall and envelopeWait, when set, replace logStallTimeout and
 	// envelopeTimeout (tests).
@@ -152,7 +156,7 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 		keys, err := s.folderKeys(kctx, opts.Password)
 		keysc <- opened{keys, err}
 	})
-	pf := newPrefetcher(ctx, s.conn, opts.Folder, hugeheap.Advised())
+	pf := newPrefetcher(ctx, s.conn, opts.Folder, opts.Prefetch)
 	defer pf.close()
 	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {
 		log.Debug("opened folder key", "folder", opts.Folder, "log", last)

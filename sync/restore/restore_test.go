@@ -16,7 +16,6 @@ import (
 
 	"lockstep/chunk"
 	"lockstep/crypt"
-	"lockstep/internal/hugeheap"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 )
@@ -474,9 +473,6 @@ func TestRecoverBlockSizeMismatch(t *testing.T) {
 // fetched while the key opens, a file's of several chunks too, and the
 // writer uses them instead of asking again.
 func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
-	if !hugeheap.Advise() {
-		t.Skip("no prefetch where the heap gets no huge pages")
-	}
 	s := newSealer(t)
 	const small = 30
 	for i := range small {
@@ -492,6 +488,7 @@ func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
 	tr.envelopeAfter = small + 1
 	tr.start()
 	opts := tr.options(t)
+	opts.Prefetch = true
 	res, err := Recover(recoverCtx(t), opts)
 	if err != nil || res.Files != small+1 {
 		t.Fatalf("Recover = %+v, %v; want %d files", res, err, small+1)

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"lockstep/crypt"
-	"lockstep/internal/syncahead"
+	"lockstep/storage/syncahead"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"lockstep/internal/syncahead"
+	"lockstep/storage/syncahead"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 )

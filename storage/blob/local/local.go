@@ -45,7 +45,7 @@ import (
 	"sync"
 	"syscall"
 
-	"lockstep/internal/syncahead"
+	"lockstep/storage/syncahead"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/sized"
 )

@@ -16,7 +16,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"lockstep/internal/syncahead"
+	"lockstep/storage/syncahead"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
 	"lockstep/storage/blob/mem"

@@ -1,4 +1,4 @@
-package node
+package main
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestNewFinderReleasesPortsOnError(t *testing.T) {
 	free := probe.Addr().String()
 	probe.Close()
 
-	_, err = newFinder(context.Background(), id, FindOptions{
+	_, err = newFinder(context.Background(), id, findOptions{
 		Discovery: true, DiscoveryListen: free,
 		Relay: true, RelayListen: taken.Addr().String(),
 	}, slog.New(slog.DiscardHandler))

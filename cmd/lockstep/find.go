@@ -1,4 +1,4 @@
-package node
+package main
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"lockstep/web"
 )
 
-// FindOptions configure how the node finds other devices and is found.
-type FindOptions struct {
+// findOptions configure how the node finds other devices and is found.
+type findOptions struct {
 	// LocalDiscovery announces the node on the LAN and listens for others.
 	LocalDiscovery bool
 	// LocalListen is the UDP address announcements are received on
@@ -57,7 +57,7 @@ type finder struct {
 
 // newFinder validates the options and binds the services the node runs.
 // On error nothing stays bound.
-func newFinder(ctx context.Context, id *crypt.Identity, opts FindOptions, log *slog.Logger) (_ *finder, err error) {
+func newFinder(ctx context.Context, id *crypt.Identity, opts findOptions, log *slog.Logger) (_ *finder, err error) {
 	f := &finder{id: id, log: log}
 	defer func() {
 		if err != nil {

@@ -1,4 +1,4 @@
-package node
+package main
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"lockstep/sync/protocol"
 )
 
-// Version is the implementation version sent in Hello messages.
-var Version = "dev"
+// version is the implementation version, sent in Hello messages; the
+// build stamps it (-X main.version).
+var version = "dev"
 
 // peerHandler runs the protocol on an established connection: the Hello
 // exchange, then the message loop with the model.
@@ -27,7 +28,7 @@ func (h *peerHandler) ServeConn(ctx context.Context, c *connections.Conn) error 
 	hello, err := protocol.ExchangeHello(ctx, c, &protocol.Hello{
 		DeviceName:    h.name,
 		ClientName:    "lockstep",
-		ClientVersion: Version,
+		ClientVersion: version,
 	})
 	if err != nil {
 		return fmt.Errorf("hello: %w", err)

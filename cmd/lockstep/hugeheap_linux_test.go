@@ -1,4 +1,4 @@
-package hugeheap
+package main
 
 import (
 	"bufio"
@@ -47,7 +47,7 @@ func mapping(t *testing.T, addr uintptr) (flags []string, hugeKB int) {
 }
 
 // TestAdvise checks, in a process of its own as a node or a recovery has,
-// that what the heap allocates after Advise lies in a mapping advised
+// that what the heap allocates after adviseHugeHeap lies in a mapping hugeHeapOn
 // MADV_HUGEPAGE, and gets huge pages where the kernel has free ones.
 func TestAdvise(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -64,14 +64,14 @@ func TestAdvise(t *testing.T) {
 		t.Logf("%s", out)
 		return
 	}
-	if Advised() {
-		t.Fatal("Advised before Advise")
+	if hugeHeapAdvised() {
+		t.Fatal("hugeHeapAdvised before adviseHugeHeap")
 	}
-	if !Advise() {
-		t.Fatal("Advise refused where huge pages are on")
+	if !adviseHugeHeap() {
+		t.Fatal("adviseHugeHeap refused where huge pages are on")
 	}
-	if !Advised() {
-		t.Fatal("not Advised after Advise")
+	if !hugeHeapAdvised() {
+		t.Fatal("not hugeHeapAdvised after adviseHugeHeap")
 	}
 	const size = 64 << 20
 	buf := make([]byte, size)
@@ -88,14 +88,14 @@ func TestAdvise(t *testing.T) {
 	t.Logf("mapping of the allocation: %d kB in huge pages", hugeKB)
 }
 
-// Go's own switch for huge pages turns Advise off.
+// Go's own switch for huge pages turns adviseHugeHeap off.
 func TestAdviseHonoursDisableTHP(t *testing.T) {
 	if os.Getenv("LOCKSTEP_TEST_HUGEHEAP") != "" {
 		t.Skip("runs in the parent only")
 	}
 	t.Setenv("GODEBUG", "disablethp=1")
-	if Advise() {
-		t.Fatal("Advise with GODEBUG=disablethp=1")
+	if adviseHugeHeap() {
+		t.Fatal("adviseHugeHeap with GODEBUG=disablethp=1")
 	}
 }
 
@@ -107,17 +107,17 @@ func TestRangeSize(t *testing.T) {
 		ram        uint64
 		want       int
 	}{
-		{64, "0", 24 * gib, MaxSize},
-		{64, "1", 4 * gib, MaxSize},
+		{64, "0", 24 * gib, hugeHeapMax},
+		{64, "1", 4 * gib, hugeHeapMax},
 		{64, "0", 4*gib - 1, gib - hugePage}, // a quarter, in whole huge pages
 		{64, "0", 2 * gib, gib / 2},
-		{64, "0", 4 * minSize, minSize},
-		{64, "0", 4*minSize - 4, 0},
+		{64, "0", 4 * hugeHeapMin, hugeHeapMin},
+		{64, "0", 4*hugeHeapMin - 4, 0},
 		{64, "2", 24 * gib, 0},
 		{32, "0", 24 * gib, 0},
 	} {
-		if got := rangeSize(c.intSize, c.overcommit, c.ram); got != c.want {
-			t.Errorf("rangeSize(%d, %q, %d) = %d, want %d", c.intSize, c.overcommit, c.ram, got, c.want)
+		if got := hugeHeapRange(c.intSize, c.overcommit, c.ram); got != c.want {
+			t.Errorf("hugeHeapRange(%d, %q, %d) = %d, want %d", c.intSize, c.overcommit, c.ram, got, c.want)
 		}
 	}
 }

@@ -1,8 +1,9 @@
-// Package node assembles a running lockstep node from its parts — the home,
+// A running node: runNode assembles it from its parts — the home,
 // the identity, the database, the connection service and the HTTP server —
 // and supervises them: every part is a Serve(ctx) error, they start
 // together, and when one fails or the context ends all of them stop.
-package node
+
+package main
 
 import (
 	"context"
@@ -24,16 +25,16 @@ import (
 	"lockstep/web"
 )
 
-// Options configure Run.
-type Options struct {
+// nodeOptions configure Run.
+type nodeOptions struct {
 	Home   string
 	Name   string   // device name for a new identity
 	Listen []string // sync listen addresses, tcp://HOST:PORT
 	GUI    string   // console/REST address HOST:PORT; empty for none
 	// FolderRoot is where accepted folder offers go by default (~/Sync).
 	FolderRoot string
-	Store      StoreOptions
-	Find       FindOptions
+	Store      storeOptions
+	Find       findOptions
 	Logger     *slog.Logger
 	// Ready, if set, is called once the node listens and serve.json is
 	// written.
@@ -42,7 +43,7 @@ type Options struct {
 
 // Init creates the home, the identity, the API key and the database if they
 // are missing, and returns the device ID. It is idempotent.
-func Init(dir, name string) (crypt.DeviceID, error) {
+func initHome(dir, name string) (crypt.DeviceID, error) {
 	if err := home.Ensure(dir); err != nil {
 		return crypt.DeviceID{}, err
 	}
@@ -67,14 +68,14 @@ func Init(dir, name string) (crypt.DeviceID, error) {
 }
 
 // Run runs the node until ctx is canceled or a part fails.
-func Run(parent context.Context, opts Options) error {
+func runNode(parent context.Context, opts nodeOptions) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	if _, err := Init(opts.Home, opts.Name); err != nil {
+	if _, err := initHome(opts.Home, opts.Name); err != nil {
 		// Init opens the database once; a second daemon fails here with
 		// db.ErrLocked, which says which process holds it.
 		return err

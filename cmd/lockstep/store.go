@@ -1,4 +1,4 @@
-package node
+package main
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"lockstep/storage/blob/s3"
 )
 
-// StoreOptions say where the node keeps blobs (the sealed chunks and logs
+// storeOptions say where the node keeps blobs (the sealed chunks and logs
 // an untrusted receiver holds): a directory in the home by default, or an
 // S3 bucket. Keys come from the environment, never from flags, so they do
 // not show in process listings.
-type StoreOptions struct {
+type storeOptions struct {
 	S3Endpoint string // host:port; empty for the local directory
 	S3Bucket   string
 	S3Prefix   string
@@ -25,12 +25,12 @@ type StoreOptions struct {
 
 // Environment variables holding the S3 keys.
 const (
-	EnvS3AccessKey = "LOCKSTEP_S3_ACCESS_KEY"
-	EnvS3SecretKey = "LOCKSTEP_S3_SECRET_KEY"
+	envS3AccessKey = "LOCKSTEP_S3_ACCESS_KEY"
+	envS3SecretKey = "LOCKSTEP_S3_SECRET_KEY"
 )
 
 // openStore opens the node's blob store and says what it is.
-func openStore(ctx context.Context, homeDir string, o StoreOptions) (blob.Store, string, func() error, error) {
+func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store, string, func() error, error) {
 	if o.S3Endpoint == "" {
 		if o.S3Bucket != "" || o.S3Prefix != "" {
 			return nil, "", nil, errors.New("--s3-bucket and --s3-prefix need --s3-endpoint")
@@ -52,12 +52,12 @@ func openStore(ctx context.Context, homeDir string, o StoreOptions) (blob.Store,
 		Endpoint:  o.S3Endpoint,
 		Bucket:    o.S3Bucket,
 		Prefix:    o.S3Prefix,
-		AccessKey: os.Getenv(EnvS3AccessKey),
-		SecretKey: os.Getenv(EnvS3SecretKey),
+		AccessKey: os.Getenv(envS3AccessKey),
+		SecretKey: os.Getenv(envS3SecretKey),
 		UseTLS:    !o.S3Insecure,
 	}
 	if cfg.AccessKey == "" || cfg.SecretKey == "" {
-		return nil, "", nil, fmt.Errorf("S3 needs %s and %s in the environment", EnvS3AccessKey, EnvS3SecretKey)
+		return nil, "", nil, fmt.Errorf("S3 needs %s and %s in the environment", envS3AccessKey, envS3SecretKey)
 	}
 	st, err := s3.New(ctx, cfg)
 	if err != nil {

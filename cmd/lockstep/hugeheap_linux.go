@@ -1,4 +1,4 @@
-package hugeheap
+package main
 
 import (
 	"os"
@@ -9,13 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Advise prepares up to MaxSize bytes of heap for huge pages; see the package
+// adviseHugeHeap prepares up to hugeHeapMax bytes of heap for huge pages; see the package
 // comment. Call it once, early in a process that allocates much, before
 // the heap has grown: Go's page allocator places each allocation at the
 // lowest free address that fits, so what comes after lands in the range.
-// It reports whether the range was advised.
-func Advise() bool {
-	if advised.Load() {
+// It reports whether the range was hugeHeapOn.
+func adviseHugeHeap() bool {
+	if hugeHeapOn.Load() {
 		return true
 	}
 	if strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") {
@@ -30,7 +30,7 @@ func Advise() bool {
 	if unix.Sysinfo(&si) != nil {
 		return false
 	}
-	size := rangeSize(strconv.IntSize, strings.TrimSpace(string(overcommit)), uint64(si.Totalram)*uint64(si.Unit))
+	size := hugeHeapRange(strconv.IntSize, strings.TrimSpace(string(overcommit)), uint64(si.Totalram)*uint64(si.Unit))
 	if size == 0 {
 		return false
 	}
@@ -43,12 +43,12 @@ func Advise() bool {
 	}
 	b = nil
 	runtime.GC() // frees the range for the allocations to come
-	advised.Store(true)
+	hugeHeapOn.Store(true)
 	return true
 }
 
 // thpOn reports whether a transparent_hugepage/enabled setting, such as
-// "always [madvise] never", has huge pages on for a range advised
+// "always [madvise] never", has huge pages on for a range hugeHeapOn
 // MADV_HUGEPAGE.
 func thpOn(mode string) bool {
 	return strings.Contains(mode, "[always]") || strings.Contains(mode, "[madvise]")
