@@ -9,7 +9,7 @@
 // and wake the folder.
 //
 // Invariants:
-//   - Nothing from a peer reaches the disk without passing fromWire (names,
+//   - Nothing from a peer reaches the disk without passing index.FromWire (names,
 //     block layout) and, for content, a hash check of every block.
 //   - A local file is replaced or deleted only if it still matches the
 //     local index (else it is rescanned and the change becomes a conflict).

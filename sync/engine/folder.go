@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"lockstep/crypt"
-	"lockstep/storage/syncahead"
 	"lockstep/storage/db"
+	"lockstep/storage/syncahead"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/scan"

@@ -11,6 +11,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/sync/sealed"
 )
 
 func TestJudge(t *testing.T) {
@@ -248,7 +249,10 @@ func TestSealedIndexRecordsWhereHeld(t *testing.T) {
 	rec := func(name string, counter uint64, seq int64) *protocol.SealedRecord {
 		r := sampleRecord()
 		r.Name, r.Sequence = name, int64(counter)
-		sr := sealFor(t, keys, "f", r, name, counter) // origin {9}: this device
+		sr, err := sealed.Seal(keys, "f", crypt.DeviceID{9}, &r, 7) // origin {9}: this device
+		if err != nil {
+			t.Fatal(err)
+		}
 		sr.Sequence = seq
 		return sr
 	}

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/index"
 )
 
 // startEngine runs an engine (device ID 9) over a fresh SQLite database
@@ -70,4 +72,23 @@ func startEngineWith(t *testing.T, id crypt.DeviceID, settings map[string]string
 		time.Sleep(10 * time.Millisecond)
 	}
 	return e
+}
+
+func sampleRecord() index.Record {
+	data := []byte("hello world")
+	return index.Record{
+		Name: "dir/ünï file.txt", Type: index.File, Size: int64(len(data)), Mode: 0o640,
+		ModTime: 1700000000123456789, Version: index.Vector{{ID: 3, Value: 7}, {ID: 9, Value: 1}},
+		Blocks:   []index.Block{{Offset: 0, Size: uint32(len(data)), Hash: chunk.HashOf(data)}},
+		Sequence: 42, ModifiedBy: 9,
+	}
+}
+
+func testKeys(t *testing.T, b byte) *crypt.Keys {
+	t.Helper()
+	k, err := crypt.DeriveKeys(crypt.FolderKey{b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -274,7 +274,7 @@ func (pc *peerConn) sendIndex(ctx context.Context, f *folder, start int64) {
 		if len(recs) > 0 || first {
 			files := make([]*protocol.FileInfo, len(recs))
 			for i := range recs {
-				files[i] = toWire(&recs[i])
+				files[i] = index.ToWire(&recs[i])
 			}
 			batches := protocol.BatchFiles(files, maxIndexMessage)
 			if len(batches) == 0 {
@@ -329,7 +329,7 @@ func (e *Engine) indexUpdate(peer crypt.DeviceID, folderID string, files []*prot
 	}
 	recs := make([]index.Record, 0, len(files))
 	for _, fi := range files {
-		r, err := fromWire(fi)
+		r, err := index.FromWire(fi)
 		if err != nil {
 			e.log.Warn("refusing a record from a peer", "folder", folderID, "device", peer.String(), "err", err)
 			continue

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"lockstep/crypt"
-	"lockstep/storage/syncahead"
 	"lockstep/storage/db"
+	"lockstep/storage/syncahead"
 	"lockstep/sync/index"
 )
 

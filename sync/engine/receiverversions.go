@@ -22,6 +22,7 @@ import (
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
+	"lockstep/sync/sealed"
 )
 
 // Versions kept on receivers: a trusted device asks each connected
@@ -76,7 +77,7 @@ func (e *Engine) ReceiverVersions(ctx context.Context, folderID, name string) ([
 		}
 		seen := map[string]bool{}
 		for _, sr := range idx.GetRecords() {
-			r, err := OpenSealed(keys, f.id, sr)
+			r, err := sealed.Open(keys, f.id, sr)
 			if err != nil {
 				f.tamperedRecords.Add(1)
 				f.setReceiverError(dev, fmt.Errorf("a record from receiver %s failed verification (tampered or damaged): %w", dev.Short(), err))

@@ -16,6 +16,7 @@ import (
 	"lockstep/storage/db"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
+	"lockstep/sync/sealed"
 )
 
 // The trusted side of an encrypted share. A folder shared with an untrusted
@@ -174,23 +175,13 @@ func (u *upload) seal(recs []index.Record, pol uint64) ([]*protocol.SealedRecord
 	defer u.mu.Unlock()
 	for i := range recs {
 		r := &recs[i]
-		payload, err := proto.Marshal(&protocol.SealedPayload{File: toWire(r), Polynomial: pol})
+		sr, err := sealed.Seal(u.keys, u.f.id, u.f.e.id, r, pol)
 		if err != nil {
 			return nil, err
 		}
-		fk := u.keys.FileKey(r.Name)
-		h := crypt.RecordHeader{Folder: u.f.id, File: fk, Origin: u.f.e.id, Counter: uint64(r.Sequence)}
-		sealed, err := u.keys.SealRecord(h, payload)
-		if err != nil {
-			return nil, fmt.Errorf("sealing %q: %w", r.Name, err)
-		}
-		sr := &protocol.SealedRecord{Sequence: r.Sequence, Origin: u.f.e.id[:], Counter: uint64(r.Sequence), FileKey: fk[:], Sealed: sealed, Deleted: r.Deleted}
-		if !r.Deleted && r.Type == index.File {
-			sr.Chunks = make([][]byte, len(r.Blocks))
-			for j, b := range r.Blocks {
-				id := u.keys.ChunkID(b.Hash)
-				sr.Chunks[j] = id[:]
-				u.pending[id] = blockRef{name: r.Name, offset: b.Offset, size: b.Size, hash: b.Hash, seq: r.Sequence}
+		for j, b := range r.Blocks {
+			if j < len(sr.Chunks) {
+				u.pending[crypt.ChunkID(sr.Chunks[j])] = blockRef{name: r.Name, offset: b.Offset, size: b.Size, hash: b.Hash, seq: r.Sequence}
 			}
 		}
 		out = append(out, sr)
@@ -373,7 +364,7 @@ func (f *folder) sealedIndexFrom(ctx context.Context, peer crypt.DeviceID, idx *
 	seen := map[crypt.DeviceID]uint64{} // highest counter per origin
 	for _, sr := range idx.GetRecords() {
 		last = max(last, sr.GetSequence())
-		r, err := OpenSealed(keys, f.id, sr)
+		r, err := sealed.Open(keys, f.id, sr)
 		if err != nil {
 			f.tamperedRecords.Add(1)
 			f.setReceiverError(peer, fmt.Errorf("a record from receiver %s failed verification (tampered or damaged): %w", peer.Short(), err))
@@ -427,47 +418,6 @@ func (f *folder) sealedIndexFrom(ctx context.Context, peer crypt.DeviceID, idx *
 		f.requestPull()
 	}
 	return nil
-}
-
-// OpenSealed opens and checks one sealed record of folderID: it must open
-// under its header, hold a valid file record filed under its own name's
-// key with the header's counter as sequence, and list exactly the chunk
-// IDs of its blocks. The record's Sequence is the origin's.
-func OpenSealed(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, error) {
-	if len(sr.GetFileKey()) != len(crypt.FileKey{}) || len(sr.GetOrigin()) != len(crypt.DeviceID{}) {
-		return index.Record{}, errors.New("record header has a file key or origin of the wrong size")
-	}
-	h := crypt.RecordHeader{Folder: folderID, File: crypt.FileKey(sr.GetFileKey()), Origin: crypt.DeviceID(sr.GetOrigin()), Counter: sr.GetCounter()}
-	payload, err := keys.OpenRecord(h, sr.GetSealed())
-	if err != nil {
-		return index.Record{}, err
-	}
-	var p protocol.SealedPayload
-	if err := proto.Unmarshal(payload, &p); err != nil {
-		return index.Record{}, fmt.Errorf("record payload: %w", err)
-	}
-	r, err := fromWire(p.GetFile())
-	if err != nil {
-		return index.Record{}, err
-	}
-	if keys.FileKey(r.Name) != h.File {
-		return index.Record{}, errors.New("record is filed under another name's key")
-	}
-	if r.Deleted != sr.GetDeleted() {
-		return index.Record{}, errors.New("record's readable deletion flag differs from its content")
-	}
-	if uint64(r.Sequence) != h.Counter {
-		return index.Record{}, errors.New("record counter differs from its sequence")
-	}
-	if len(sr.GetChunks()) != len(r.Blocks) {
-		return index.Record{}, errors.New("record's chunk list differs from its blocks")
-	}
-	for i, b := range r.Blocks {
-		if id := keys.ChunkID(b.Hash); string(id[:]) != string(sr.GetChunks()[i]) {
-			return index.Record{}, errors.New("record's chunk list differs from its blocks")
-		}
-	}
-	return r, nil
 }
 
 // requestSealed fetches a block from a receiver by its chunk ID and opens

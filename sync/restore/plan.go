@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"lockstep/crypt"
-	"lockstep/sync/engine"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
+	"lockstep/sync/sealed"
 )
 
 // collector opens sealed records and keeps the winning version of each
@@ -32,7 +32,7 @@ func newCollector(keys *crypt.Keys, folder string, log *slog.Logger) *collector 
 	return &collector{keys: keys, folder: folder, log: log, best: map[string]index.Record{}, failed: map[crypt.FileKey]bool{}}
 }
 
-// add opens and checks sr (its field sizes, engine.OpenSealed, then
+// add opens and checks sr (its field sizes, sealed.Open, then
 // fsys.ValidName) and keeps it if it beats the version of its name seen so
 // far. A record that fails is counted and its file key remembered, never
 // used.
@@ -41,7 +41,7 @@ func (c *collector) add(sr *protocol.SealedRecord) {
 	err := checkSizes(sr)
 	var r index.Record
 	if err == nil {
-		r, err = engine.OpenSealed(c.keys, c.folder, sr)
+		r, err = sealed.Open(c.keys, c.folder, sr)
 	}
 	if err == nil {
 		err = fsys.ValidName(r.Name)
@@ -61,7 +61,7 @@ func (c *collector) add(sr *protocol.SealedRecord) {
 }
 
 // checkSizes checks the fixed sizes of sr's fields. The protocol checks
-// them on receipt already; OpenSealed relies on them.
+// them on receipt already; sealed.Open relies on them.
 func checkSizes(sr *protocol.SealedRecord) error {
 	if len(sr.GetOrigin()) != len(crypt.DeviceID{}) || len(sr.GetFileKey()) != len(crypt.FileKey{}) || sr.GetSequence() < 0 {
 		return errors.New("malformed sealed record")

@@ -1,4 +1,4 @@
-package engine
+package index
 
 import (
 	"fmt"
@@ -6,12 +6,11 @@ import (
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
-	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 )
 
-// toWire converts a local record for a peer.
-func toWire(r *index.Record) *protocol.FileInfo {
+// ToWire converts a record for a peer.
+func ToWire(r *Record) *protocol.FileInfo {
 	fi := &protocol.FileInfo{
 		Name:          r.Name,
 		Size:          r.Size,
@@ -24,9 +23,9 @@ func toWire(r *index.Record) *protocol.FileInfo {
 		Version:       &protocol.Vector{Counters: make([]*protocol.Counter, len(r.Version))},
 	}
 	switch r.Type {
-	case index.Dir:
+	case Dir:
 		fi.Type = protocol.FileInfoType_FILE_INFO_TYPE_DIRECTORY
-	case index.Symlink:
+	case Symlink:
 		fi.Type = protocol.FileInfoType_FILE_INFO_TYPE_SYMLINK
 	}
 	for i, c := range r.Version {
@@ -41,11 +40,11 @@ func toWire(r *index.Record) *protocol.FileInfo {
 	return fi
 }
 
-// fromWire converts and checks a peer's record. A record that could make
+// FromWire converts and checks a peer's record. A record that could make
 // the engine misbehave — a hostile name, blocks that do not tile the file,
 // a chunk larger than the chunker makes — is refused with the reason.
-func fromWire(fi *protocol.FileInfo) (index.Record, error) {
-	r := index.Record{
+func FromWire(fi *protocol.FileInfo) (Record, error) {
+	r := Record{
 		Name:       fi.GetName(),
 		Size:       fi.GetSize(),
 		Mode:       fi.GetPermissions() & 0o7777,
@@ -60,44 +59,44 @@ func fromWire(fi *protocol.FileInfo) (index.Record, error) {
 	}
 	switch fi.GetType() {
 	case protocol.FileInfoType_FILE_INFO_TYPE_FILE:
-		r.Type = index.File
+		r.Type = File
 	case protocol.FileInfoType_FILE_INFO_TYPE_DIRECTORY:
-		r.Type = index.Dir
+		r.Type = Dir
 	case protocol.FileInfoType_FILE_INFO_TYPE_SYMLINK:
-		r.Type = index.Symlink
+		r.Type = Symlink
 	default:
 		return r, fmt.Errorf("%q: unknown type %v", r.Name, fi.GetType())
 	}
 	if r.Size < 0 || r.Sequence < 0 {
 		return r, fmt.Errorf("%q: negative size or sequence", r.Name)
 	}
-	v := make(index.Vector, 0, len(fi.GetVersion().GetCounters()))
+	v := make(Vector, 0, len(fi.GetVersion().GetCounters()))
 	for _, c := range fi.GetVersion().GetCounters() {
-		v = append(v, index.Counter{ID: crypt.ShortID(c.GetId()), Value: c.GetValue()})
+		v = append(v, Counter{ID: crypt.ShortID(c.GetId()), Value: c.GetValue()})
 	}
-	r.Version = index.Canonical(v)
+	r.Version = Canonical(v)
 	if len(r.Version) == 0 {
 		return r, fmt.Errorf("%q: empty version", r.Name)
 	}
-	if r.Type == index.Symlink && !r.Deleted && (r.Target == "" || len(r.Target) > 4096) {
+	if r.Type == Symlink && !r.Deleted && (r.Target == "" || len(r.Target) > 4096) {
 		return r, fmt.Errorf("%q: bad symlink target", r.Name)
 	}
-	if r.Type != index.File || r.Deleted {
+	if r.Type != File || r.Deleted {
 		if len(fi.GetBlocks()) > 0 {
 			return r, fmt.Errorf("%q: blocks on a record that has no content", r.Name)
 		}
-		if r.Type != index.File {
+		if r.Type != File {
 			r.Size = 0
 		}
 		return r, nil
 	}
 	var off int64
-	r.Blocks = make([]index.Block, len(fi.GetBlocks()))
+	r.Blocks = make([]Block, len(fi.GetBlocks()))
 	for i, b := range fi.GetBlocks() {
 		if b.GetOffset() != off || b.GetSize() == 0 || b.GetSize() > chunk.MaxSize || len(b.GetHash()) != chunk.HashSize {
 			return r, fmt.Errorf("%q: block %d is malformed", r.Name, i)
 		}
-		r.Blocks[i] = index.Block{Offset: off, Size: b.GetSize()}
+		r.Blocks[i] = Block{Offset: off, Size: b.GetSize()}
 		copy(r.Blocks[i].Hash[:], b.GetHash())
 		off += int64(b.GetSize())
 	}

@@ -1,39 +1,36 @@
-package engine
+package index
 
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"lockstep/chunk"
-	"lockstep/crypt"
-	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 )
 
-func sampleRecord() index.Record {
+func sampleRecord() Record {
 	data := []byte("hello world")
-	return index.Record{
-		Name: "dir/ünï file.txt", Type: index.File, Size: int64(len(data)), Mode: 0o640,
-		ModTime: 1700000000123456789, Version: index.Vector{{ID: 3, Value: 7}, {ID: 9, Value: 1}},
-		Blocks:   []index.Block{{Offset: 0, Size: uint32(len(data)), Hash: chunk.HashOf(data)}},
+	return Record{
+		Name: "dir/ünï file.txt", Type: File, Size: int64(len(data)), Mode: 0o640,
+		ModTime: 1700000000123456789, Version: Vector{{ID: 3, Value: 7}, {ID: 9, Value: 1}},
+		Blocks:   []Block{{Offset: 0, Size: uint32(len(data)), Hash: chunk.HashOf(data)}},
 		Sequence: 42, ModifiedBy: 9,
 	}
 }
 
 func TestWireRoundTrip(t *testing.T) {
 	r := sampleRecord()
-	got, err := fromWire(toWire(&r))
+	got, err := FromWire(ToWire(&r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.SameContent(&r) || got.Version.Compare(r.Version) != index.Equal || got.Sequence != 42 || got.ModifiedBy != 9 || got.Name != r.Name {
+	if !got.SameContent(&r) || got.Version.Compare(r.Version) != Equal || got.Sequence != 42 || got.ModifiedBy != 9 || got.Name != r.Name {
 		t.Fatalf("round trip changed the record:\n%+v\n%+v", r, got)
 	}
-	link := index.Record{Name: "l", Type: index.Symlink, Target: "../x", Version: index.Vector{{ID: 1, Value: 1}}}
-	if got, err := fromWire(toWire(&link)); err != nil || got.Target != "../x" || got.Type != index.Symlink {
+	link := Record{Name: "l", Type: Symlink, Target: "../x", Version: Vector{{ID: 1, Value: 1}}}
+	if got, err := FromWire(ToWire(&link)); err != nil || got.Target != "../x" || got.Type != Symlink {
 		t.Fatalf("symlink: %+v %v", got, err)
 	}
 }
@@ -41,7 +38,7 @@ func TestWireRoundTrip(t *testing.T) {
 func TestFromWireRefusesMalformed(t *testing.T) {
 	mutate := func(f func(fi *protocol.FileInfo)) *protocol.FileInfo {
 		r := sampleRecord()
-		fi := toWire(&r)
+		fi := ToWire(&r)
 		f(fi)
 		return fi
 	}
@@ -63,7 +60,7 @@ func TestFromWireRefusesMalformed(t *testing.T) {
 		"deleted blocks": mutate(func(fi *protocol.FileInfo) { fi.Deleted = true }),
 	}
 	for name, fi := range cases {
-		if _, err := fromWire(fi); err == nil {
+		if _, err := FromWire(fi); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -73,7 +70,7 @@ func TestFromWireRefusesMalformed(t *testing.T) {
 // record whose name is valid and whose blocks tile its size exactly.
 func FuzzFromWire(f *testing.F) {
 	r := sampleRecord()
-	seed, _ := proto.Marshal(toWire(&r))
+	seed, _ := proto.Marshal(ToWire(&r))
 	f.Add(seed)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -81,7 +78,7 @@ func FuzzFromWire(f *testing.F) {
 		if proto.Unmarshal(b, &fi) != nil {
 			return
 		}
-		rec, err := fromWire(&fi)
+		rec, err := FromWire(&fi)
 		if err != nil {
 			return
 		}
@@ -95,7 +92,7 @@ func FuzzFromWire(f *testing.F) {
 			}
 			off += int64(b.Size)
 		}
-		if rec.Type == index.File && !rec.Deleted && off != rec.Size {
+		if rec.Type == File && !rec.Deleted && off != rec.Size {
 			t.Fatalf("blocks cover %d of %d", off, rec.Size)
 		}
 		if len(rec.Version) == 0 {
@@ -104,19 +101,3 @@ func FuzzFromWire(f *testing.F) {
 	})
 }
 
-func TestConflictName(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	id := crypt.ShortID(0x0123456789abcdef)
-	cases := map[string]string{
-		"doc.txt":      "doc.sync-conflict-20260102-030405-" + id.String() + ".txt",
-		"dir/a.tar.gz": "dir/a.tar.sync-conflict-20260102-030405-" + id.String() + ".gz",
-		".bashrc":      ".bashrc.sync-conflict-20260102-030405-" + id.String(),
-		"noext":        "noext.sync-conflict-20260102-030405-" + id.String(),
-		"d.dir/noext":  "d.dir/noext.sync-conflict-20260102-030405-" + id.String(),
-	}
-	for in, want := range cases {
-		if got := conflictName(in, id, at); got != want {
-			t.Errorf("conflictName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -1,0 +1,113 @@
+// Package sealed is the sealed-record format: what a trusted device makes
+// of a file record before it crosses the trust boundary to an untrusted
+// receiver, and the checks a record must pass when it comes back.
+//
+// A sealed record is a protocol.SealedRecord: in the clear, the origin
+// device, its counter (the origin's sequence of the record), the keyed
+// file key of the name (crypt.Keys.FileKey), the deletion flag and the
+// keyed IDs of the chunks the record references (what a receiver needs to
+// deduplicate, apply retention and serve chunks without any key); sealed,
+// the whole record (a protocol.SealedPayload: the file record in wire
+// form and the folder's chunking polynomial), authenticated together with
+// a header of folder ID, file key, origin and counter (crypt.SealRecord).
+//
+// Invariants:
+//   - Open accepts a record only if every clear field agrees with what
+//     was sealed: the header opens the payload, the name's file key, the
+//     counter, the deletion flag and the chunk list are those of the
+//     record inside. A receiver can drop or replay whole records, never
+//     change one, move it to another name, folder or origin, or change
+//     what chunks it is taken to need.
+//   - A record opened is checked as any peer's record is (index.FromWire):
+//     a hostile name or block layout is refused.
+//
+// The package is a pure library: no goroutines, no I/O.
+package sealed
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"lockstep/crypt"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+// Errors Open returns for a record that opens but does not agree with its
+// clear fields. A record that fails to open at all returns crypt's error.
+var (
+	ErrHeader    = errors.New("record header has a file key or origin of the wrong size")
+	ErrPayload   = errors.New("record payload is malformed")
+	ErrFileKey   = errors.New("record is filed under another name's key")
+	ErrDeleted   = errors.New("record's readable deletion flag differs from its content")
+	ErrCounter   = errors.New("record counter differs from its sequence")
+	ErrChunkList = errors.New("record's chunk list differs from its blocks")
+)
+
+// Seal seals r, a record of origin's index of folderID (its Sequence is the
+// counter), with the folder's chunking polynomial pol. The result's
+// Sequence is r's; a sender renumbers it as its log needs.
+func Seal(keys *crypt.Keys, folderID string, origin crypt.DeviceID, r *index.Record, pol uint64) (*protocol.SealedRecord, error) {
+	payload, err := proto.Marshal(&protocol.SealedPayload{File: index.ToWire(r), Polynomial: pol})
+	if err != nil {
+		return nil, err
+	}
+	fk := keys.FileKey(r.Name)
+	h := crypt.RecordHeader{Folder: folderID, File: fk, Origin: origin, Counter: uint64(r.Sequence)}
+	body, err := keys.SealRecord(h, payload)
+	if err != nil {
+		return nil, fmt.Errorf("sealing %q: %w", r.Name, err)
+	}
+	sr := &protocol.SealedRecord{Sequence: r.Sequence, Origin: origin[:], Counter: uint64(r.Sequence), FileKey: fk[:], Sealed: body, Deleted: r.Deleted}
+	if !r.Deleted && r.Type == index.File {
+		sr.Chunks = make([][]byte, len(r.Blocks))
+		for j, b := range r.Blocks {
+			id := keys.ChunkID(b.Hash)
+			sr.Chunks[j] = id[:]
+		}
+	}
+	return sr, nil
+}
+
+// Open opens and checks one sealed record of folderID: it must open under
+// its header, hold a valid file record filed under its own name's key with
+// the header's counter as sequence, and list exactly the chunk IDs of its
+// blocks. The record's Sequence is the origin's counter.
+func Open(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, error) {
+	if len(sr.GetFileKey()) != len(crypt.FileKey{}) || len(sr.GetOrigin()) != len(crypt.DeviceID{}) {
+		return index.Record{}, ErrHeader
+	}
+	h := crypt.RecordHeader{Folder: folderID, File: crypt.FileKey(sr.GetFileKey()), Origin: crypt.DeviceID(sr.GetOrigin()), Counter: sr.GetCounter()}
+	payload, err := keys.OpenRecord(h, sr.GetSealed())
+	if err != nil {
+		return index.Record{}, err
+	}
+	var p protocol.SealedPayload
+	if err := proto.Unmarshal(payload, &p); err != nil {
+		return index.Record{}, fmt.Errorf("%w: %w", ErrPayload, err)
+	}
+	r, err := index.FromWire(p.GetFile())
+	if err != nil {
+		return index.Record{}, err
+	}
+	if keys.FileKey(r.Name) != h.File {
+		return index.Record{}, ErrFileKey
+	}
+	if r.Deleted != sr.GetDeleted() {
+		return index.Record{}, ErrDeleted
+	}
+	if uint64(r.Sequence) != h.Counter {
+		return index.Record{}, ErrCounter
+	}
+	if len(sr.GetChunks()) != len(r.Blocks) {
+		return index.Record{}, ErrChunkList
+	}
+	for i, b := range r.Blocks {
+		if id := keys.ChunkID(b.Hash); string(id[:]) != string(sr.GetChunks()[i]) {
+			return index.Record{}, ErrChunkList
+		}
+	}
+	return r, nil
+}
