@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 func TestNewClientServerURL(t *testing.T) {
@@ -105,7 +107,7 @@ func TestClientReannouncesAfterServerInterval(t *testing.T) {
 	}})
 	start := time.Now()
 	serveClient(t, c)
-	waitFor(t, "two announcements", func() bool { return s.announces.Load() >= 2 })
+	testutil.Eventually(t, waitTimeout, "two announcements", func() bool { return s.announces.Load() >= 2 })
 	if el := time.Since(start); el < time.Second {
 		t.Errorf("re-announced after %v, before Reannounce-After", el)
 	}
@@ -128,17 +130,18 @@ func TestClientAnnounceTrigger(t *testing.T) {
 	}})
 	c.minGap = 10 * time.Millisecond
 	serveClient(t, c)
-	waitFor(t, "the first announcement", func() bool { return c.announceCount() == 1 })
+	testutil.Eventually(t, waitTimeout, "the first announcement", func() bool { return c.announceCount() == 1 })
 
 	mu.Lock()
 	addrs = []string{"tcp://0.0.0.0:2"}
 	mu.Unlock()
 	c.Announce()
-	waitFor(t, "the second announcement", func() bool { return c.announceCount() == 2 })
+	testutil.Eventually(t, waitTimeout, "the second announcement", func() bool { return c.announceCount() == 2 })
 	got, err := newClient(t, ClientConfig{Identity: b, Server: s.URL()}).Lookup(context.Background(), a.ID)
 	if err != nil || !slices.Equal(got, []string{"tcp://127.0.0.1:2"}) {
 		t.Errorf("after Announce: %q, %v", got, err)
 	}
+	// Five times minGap with no trigger: room for an announcement that should not come.
 	time.Sleep(50 * time.Millisecond)
 	if n := c.announceCount(); n != 2 {
 		t.Errorf("%d announcements without a trigger, want 2", n)
@@ -146,13 +149,13 @@ func TestClientAnnounceTrigger(t *testing.T) {
 }
 
 func TestClientBackoffAndErrorLog(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	s := startServer(t, ServerConfig{MaxDevices: 1, TTL: time.Hour, Now: clk.Now})
 	// Fill the server so the client's announcements get 503.
 	if code, body, _ := newRawClient(t, s, newIdentity(t, "filler")).do(http.MethodPost, "", announceBody(t, "tcp://0.0.0.0:1")); code != 204 {
 		t.Fatalf("filler: %d %s", code, body)
 	}
-	logs := &logRecorder{}
+	logs := &testutil.LogRecorder{}
 	a := newIdentity(t, "a")
 	var mu sync.Mutex
 	attempts := 0
@@ -164,7 +167,7 @@ func TestClientBackoffAndErrorLog(t *testing.T) {
 	}})
 	c.backoffMin = time.Millisecond
 	serveClient(t, c)
-	waitFor(t, "retries", func() bool {
+	testutil.Eventually(t, waitTimeout, "retries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return attempts >= 4
@@ -173,15 +176,15 @@ func TestClientBackoffAndErrorLog(t *testing.T) {
 	if !strings.Contains(st.Error, "503") || !st.LastAnnounce.IsZero() {
 		t.Errorf("Status while failing: %+v", st)
 	}
-	if n := logs.count(slog.LevelWarn, "failed"); n != 1 {
+	if n := logs.Count(slog.LevelWarn, "announcing to discovery server failed"); n != 1 {
 		t.Errorf("%d Warn lines for one repeated error, want 1", n)
 	}
-	if n := logs.count(slog.LevelDebug, "failed"); n < 2 {
+	if n := logs.Count(slog.LevelDebug, "announcing to discovery server failed"); n < 2 {
 		t.Errorf("%d Debug lines for repeats, want >= 2", n)
 	}
 
 	clk.Add(time.Hour) // the filler expires: room for a
-	waitFor(t, "a successful announcement", func() bool { return c.Status().Error == "" })
+	testutil.Eventually(t, waitTimeout, "a successful announcement", func() bool { return c.Status().Error == "" })
 	if st := c.Status(); st.LastAnnounce.IsZero() {
 		t.Errorf("Status after success: %+v", st)
 	}
@@ -222,7 +225,7 @@ func TestReannounceAfterHeader(t *testing.T) {
 
 func TestLookupCache(t *testing.T) {
 	s := startServer(t, ServerConfig{})
-	clk := newClock()
+	clk := testutil.NewClock()
 	a, b := newIdentity(t, "a"), newIdentity(t, "b")
 	ra := newRawClient(t, s, a)
 	cb := newClient(t, ClientConfig{Identity: b, Server: s.URL(), Now: clk.Now})

@@ -5,19 +5,18 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"log/slog"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// waitTimeout bounds every wait for a state in these tests.
+const waitTimeout = 10 * time.Second
 
 func newIdentity(t testing.TB, name string) *crypt.Identity {
 	t.Helper()
@@ -26,32 +25,6 @@ func newIdentity(t testing.TB, name string) *crypt.Identity {
 		t.Fatal(err)
 	}
 	return id
-}
-
-// clock is a settable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // startServer runs a server on 127.0.0.1 until the test ends. cfg.Identity
@@ -143,45 +116,4 @@ func (r *rawClient) lookup(id crypt.DeviceID) (int, string) {
 	r.t.Helper()
 	code, body, _ := r.do(http.MethodGet, "?device="+id.String(), nil)
 	return code, body
-}
-
-// logRecorder is a slog.Handler keeping every record.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.records = append(l.records, r.Clone())
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// count returns how many records at level have a message containing msg.
-func (l *logRecorder) count(level slog.Level, msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.records {
-		if r.Level == level && strings.Contains(r.Message, msg) {
-			n++
-		}
-	}
-	return n
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 func announceBody(t testing.TB, addrs ...string) []byte {
@@ -144,7 +146,7 @@ func TestNoClientCertificate(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	const ttl = 30 * time.Minute
 	s := startServer(t, ServerConfig{TTL: ttl, Now: clk.Now})
 	a := newIdentity(t, "a")
@@ -186,7 +188,7 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("announce: %d %s", code, body)
 	}
 	// No lookup touches the entry: only the sweep can drop it.
-	waitFor(t, "the sweep", func() bool {
+	testutil.Eventually(t, waitTimeout, "the sweep", func() bool {
 		s.reg.mu.Lock()
 		defer s.reg.mu.Unlock()
 		return len(s.reg.entries) == 0
@@ -194,7 +196,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestMaxDevices(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	const max = 3
 	s := startServer(t, ServerConfig{MaxDevices: max, TTL: time.Hour, Now: clk.Now})
 	var clients []*rawClient
@@ -346,7 +348,7 @@ func TestServeLifecycle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
-	waitFor(t, "the server", func() bool {
+	testutil.Eventually(t, waitTimeout, "the server", func() bool {
 		code, _, _, err := newRawClient(t, s, id).try(http.MethodGet, "?device="+id.ID.String(), nil)
 		return err == nil && code == 404
 	})
