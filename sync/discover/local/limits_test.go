@@ -9,22 +9,23 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 func TestSendErrorsWarnOncePerText(t *testing.T) {
-	logs := &logRecorder{}
+	logs := &testutil.LogRecorder{}
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:1"), Targets: []string{"127.0.0.1:9", "[::1]:9"}, Logger: slog.New(logs)})
 	// Sockets that were closed: every send fails, with one text per target.
 	snd := s.openSenders()
 	snd.close()
 	const msg = "sending local announcement failed"
 	s.send(context.Background(), snd)
-	if n := logs.count(slog.LevelWarn, msg); n != 2 {
+	if n := logs.Count(slog.LevelWarn, msg); n != 2 {
 		t.Fatalf("first round: %d Warn lines, want one per target", n)
 	}
 	s.send(context.Background(), snd)
 	s.send(context.Background(), snd)
-	if w, d := logs.count(slog.LevelWarn, msg), logs.count(slog.LevelDebug, msg); w != 2 || d != 4 {
+	if w, d := logs.Count(slog.LevelWarn, msg), logs.Count(slog.LevelDebug, msg); w != 2 || d != 4 {
 		t.Fatalf("after three rounds: %d Warn and %d Debug lines, want 2 and 4", w, d)
 	}
 }
@@ -53,7 +54,7 @@ func TestWarningsPerHour(t *testing.T) {
 }
 
 func TestDeviceLimit(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed(), Interval: time.Minute, Now: clk.Now})
 	add := func(id crypt.DeviceID) bool {
 		s.mu.Lock()
@@ -76,7 +77,7 @@ func TestDeviceLimit(t *testing.T) {
 }
 
 func TestAddressLimitPerDevice(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed(), Interval: time.Hour, Now: clk.Now})
 	id := randomID(t)
 	for i := range maxKnownAddresses + 1 {

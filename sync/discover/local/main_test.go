@@ -3,30 +3,16 @@ package local
 import (
 	"context"
 	"crypto/rand"
-	"flag"
-	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
-// TestMain checks that no test leaves a goroutine behind. While fuzzing
-// (-fuzz) the check is off: the fuzzing engine's own goroutines may still be
-// winding down when m.Run returns. Seeds still run under the check.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // waitTimeout bounds every wait for a datagram or a state in these tests.
 const waitTimeout = 5 * time.Second
@@ -91,38 +77,6 @@ func mustNew(t testing.TB, cfg Config) *Service {
 	return s
 }
 
-// eventually waits until cond holds.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// clock is a settable Now for tests.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // peer is a bare UDP socket on 127.0.0.1 standing in for another device.
 type peer struct {
 	t    testing.TB
@@ -176,48 +130,6 @@ func (p *peer) recv(d time.Duration) (Announcement, bool) {
 		p.t.Fatalf("received a malformed announcement: %v", err)
 	}
 	return a, true
-}
-
-// logRecorder is a slog.Handler that keeps every record.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (*logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec.Clone())
-	return nil
-}
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
-
-// count returns how many records at level have message msg.
-func (r *logRecorder) count(level slog.Level, msg string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, rec := range r.records {
-		if rec.Level == level && rec.Message == msg {
-			n++
-		}
-	}
-	return n
-}
-
-// levelCount returns how many records are at level.
-func (r *logRecorder) levelCount(level slog.Level) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, rec := range r.records {
-		if rec.Level == level {
-			n++
-		}
-	}
-	return n
 }
 
 var loopback = netip.MustParseAddr("127.0.0.1")

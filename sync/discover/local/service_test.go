@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 // changes records OnChange calls.
@@ -57,9 +58,9 @@ func TestTwoServicesFindEachOther(t *testing.T) {
 	start(t, b)
 	wantA := []string{relay, "tcp://127.0.0.1:1111"}
 	slices.Sort(wantA)
-	eventually(t, "b to learn a", func() bool { return slices.Equal(b.Lookup(idA), wantA) })
-	eventually(t, "a to learn b", func() bool { return slices.Equal(a.Lookup(idB), []string{"tcp://127.0.0.1:2222"}) })
-	eventually(t, "OnChange calls", func() bool { return chA.count(idB) == 1 && chB.count(idA) == 1 })
+	testutil.Eventually(t, waitTimeout, "b to learn a", func() bool { return slices.Equal(b.Lookup(idA), wantA) })
+	testutil.Eventually(t, waitTimeout, "a to learn b", func() bool { return slices.Equal(a.Lookup(idB), []string{"tcp://127.0.0.1:2222"}) })
+	testutil.Eventually(t, waitTimeout, "OnChange calls", func() bool { return chA.count(idB) == 1 && chB.count(idA) == 1 })
 	if got := a.Addr(); got == nil || got.(*net.UDPAddr).Port != portA {
 		t.Fatalf("Addr() = %v, want port %d", got, portA)
 	}
@@ -72,6 +73,7 @@ func TestTwoServicesFindEachOther(t *testing.T) {
 	}
 	// Hearing the same addresses again is no change.
 	a.Announce()
+	// Announce may hold the announcement for minAnswerGap: room for b to hear it and, wrongly, call OnChange.
 	time.Sleep(minAnswerGap + 200*time.Millisecond)
 	if n := chB.count(idA); n != 1 {
 		t.Fatalf("OnChange for an unchanged device: %d calls", n)
@@ -83,7 +85,7 @@ func TestServeTwiceAndRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
-	eventually(t, "bind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "bind", func() bool { return s.Addr() != nil })
 	if err := s.Serve(ctx); !errors.Is(err, ErrRunning) {
 		t.Fatalf("second Serve: %v", err)
 	}
@@ -96,7 +98,7 @@ func TestServeTwiceAndRestart(t *testing.T) {
 	}
 	// A Service can serve again once Serve returned.
 	start(t, s)
-	eventually(t, "rebind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "rebind", func() bool { return s.Addr() != nil })
 }
 
 func TestNewValidates(t *testing.T) {
@@ -125,16 +127,16 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	var ch changes
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:1"), Listen: "127.0.0.1:0",
 		Targets: []string{"127.0.0.1:9"}, Interval: time.Hour, Now: clk.Now, OnChange: ch.add})
 	start(t, s)
-	eventually(t, "bind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "bind", func() bool { return s.Addr() != nil })
 	p := newPeer(t)
 	other := randomID(t)
 	p.send(s.Addr(), Announcement{ID: other, Addresses: []string{"tcp://0.0.0.0:5"}, InstanceID: 1})
-	eventually(t, "the device", func() bool { return s.Lookup(other) != nil })
+	testutil.Eventually(t, waitTimeout, "the device", func() bool { return s.Lookup(other) != nil })
 	seen := clk.Now()
 	if d := s.Devices(); len(d) != 1 || !d[0].LastSeen.Equal(seen) {
 		t.Fatalf("Devices() = %+v, want LastSeen %v", d, seen)
@@ -152,19 +154,19 @@ func TestExpiry(t *testing.T) {
 	}
 	// Heard again, it appears again.
 	p.send(s.Addr(), Announcement{ID: other, Addresses: []string{"tcp://0.0.0.0:5"}, InstanceID: 1})
-	eventually(t, "the device again", func() bool { return s.Lookup(other) != nil })
+	testutil.Eventually(t, waitTimeout, "the device again", func() bool { return s.Lookup(other) != nil })
 	if n := ch.count(other); n != 2 {
 		t.Fatalf("OnChange called %d times, want 2", n)
 	}
 }
 
 func TestAddressSetChanges(t *testing.T) {
-	clk := newClock()
+	clk := testutil.NewClock()
 	var ch changes
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:1"), Listen: "127.0.0.1:0",
 		Targets: []string{"127.0.0.1:9"}, Interval: time.Hour, Now: clk.Now, OnChange: ch.add})
 	start(t, s)
-	eventually(t, "bind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "bind", func() bool { return s.Addr() != nil })
 	p := newPeer(t)
 	other := randomID(t)
 	send := func(inst int64, addrs ...string) {
@@ -172,7 +174,7 @@ func TestAddressSetChanges(t *testing.T) {
 	}
 	want := func(n int, addrs ...string) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("%q after %d changes", addrs, n), func() bool {
+		testutil.Eventually(t, waitTimeout, fmt.Sprintf("%q after %d changes", addrs, n), func() bool {
 			return ch.count(other) == n && slices.Equal(s.Lookup(other), addrs)
 		})
 	}
@@ -196,12 +198,12 @@ func TestOwnIDIgnored(t *testing.T) {
 	self := randomID(t)
 	s := mustNew(t, Config{ID: self, Addresses: fixed("tcp://:1"), Listen: "127.0.0.1:0", Targets: []string{"127.0.0.1:9"}})
 	start(t, s)
-	eventually(t, "bind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "bind", func() bool { return s.Addr() != nil })
 	p := newPeer(t)
 	other := randomID(t)
 	p.send(s.Addr(), Announcement{ID: self, Addresses: []string{"tcp://:5"}, InstanceID: 1})
 	p.send(s.Addr(), Announcement{ID: other, Addresses: []string{"tcp://:6"}, InstanceID: 1})
-	eventually(t, "the other device", func() bool { return s.Lookup(other) != nil })
+	testutil.Eventually(t, waitTimeout, "the other device", func() bool { return s.Lookup(other) != nil })
 	if d := s.Devices(); len(d) != 1 || d[0].ID != other || s.Lookup(self) != nil {
 		t.Fatalf("Devices() = %+v", d)
 	}
@@ -217,7 +219,7 @@ func TestRestartTriggersAnswer(t *testing.T) {
 	if !ok || first.ID != self || !slices.Equal(first.Addresses, []string{"tcp://:1"}) {
 		t.Fatalf("no announcement at start: %+v %v", first, ok)
 	}
-	eventually(t, "bind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "bind", func() bool { return s.Addr() != nil })
 	other := randomID(t)
 	answered := func(inst int64) bool {
 		t.Helper()
@@ -255,7 +257,7 @@ func TestPortTakenWithoutReuse(t *testing.T) {
 	}
 	defer taken.Close()
 	p := newPeer(t)
-	logs := &logRecorder{}
+	logs := &testutil.LogRecorder{}
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:1"), Listen: taken.LocalAddr().String(),
 		Targets: []string{p.target()}, Interval: time.Hour, Logger: slog.New(logs)})
 	start(t, s)
@@ -269,10 +271,10 @@ func TestPortTakenWithoutReuse(t *testing.T) {
 	if s.Addr() != nil {
 		t.Fatalf("Addr() = %v while unbound", s.Addr())
 	}
-	if n := logs.levelCount(slog.LevelWarn); n != 1 {
+	if n := logs.CountLevel(slog.LevelWarn); n != 1 {
 		t.Fatalf("%d Warn lines, want 1", n)
 	}
-	if n := logs.count(slog.LevelWarn, "local discovery cannot receive announcements; still announcing"); n != 1 {
+	if n := logs.Count(slog.LevelWarn, "local discovery cannot receive announcements; still announcing"); n != 1 {
 		t.Fatalf("the Warn line is not about binding")
 	}
 }
@@ -280,17 +282,17 @@ func TestPortTakenWithoutReuse(t *testing.T) {
 func TestReusePair(t *testing.T) {
 	port := freePort(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	logs := &logRecorder{}
+	logs := &testutil.LogRecorder{}
 	a := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:1"), Listen: listen, Targets: []string{"127.0.0.1:9"}, Logger: slog.New(logs)})
 	b := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:2"), Listen: listen, Targets: []string{"127.0.0.1:9"}, Logger: slog.New(logs)})
 	start(t, a)
-	eventually(t, "a to bind", func() bool { return a.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "a to bind", func() bool { return a.Addr() != nil })
 	start(t, b)
-	eventually(t, "b to bind", func() bool { return b.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "b to bind", func() bool { return b.Addr() != nil })
 	if a.Addr().String() != listen || b.Addr().String() != listen {
 		t.Fatalf("bound %v and %v, want both on %s", a.Addr(), b.Addr(), listen)
 	}
-	if n := logs.levelCount(slog.LevelWarn); n != 0 {
+	if n := logs.CountLevel(slog.LevelWarn); n != 0 {
 		t.Fatalf("%d Warn lines", n)
 	}
 	// Linux delivers each unicast datagram to only one socket of a
@@ -300,15 +302,15 @@ func TestReusePair(t *testing.T) {
 	other := randomID(t)
 	p := newPeer(t)
 	p.send(a.Addr(), Announcement{ID: other, Addresses: []string{"tcp://:5"}, InstanceID: 1})
-	eventually(t, "one of the pair to hear", func() bool { return a.Lookup(other) != nil || b.Lookup(other) != nil })
+	testutil.Eventually(t, waitTimeout, "one of the pair to hear", func() bool { return a.Lookup(other) != nil || b.Lookup(other) != nil })
 }
 
 func TestMalformedDropped(t *testing.T) {
-	logs := &logRecorder{}
+	logs := &testutil.LogRecorder{}
 	s := mustNew(t, Config{ID: randomID(t), Addresses: fixed("tcp://:1"), Listen: "127.0.0.1:0",
 		Targets: []string{"127.0.0.1:9"}, Interval: time.Hour, Logger: slog.New(logs)})
 	start(t, s)
-	eventually(t, "bind", func() bool { return s.Addr() != nil })
+	testutil.Eventually(t, waitTimeout, "bind", func() bool { return s.Addr() != nil })
 	p := newPeer(t)
 	good := []string{"tcp://:5"}
 	many := slices.Repeat(good, MaxAddresses+1)
@@ -334,14 +336,14 @@ func TestMalformedDropped(t *testing.T) {
 	}
 	other := randomID(t)
 	p.send(s.Addr(), Announcement{ID: other, Addresses: []string{"tcp://:5", "bogus"}, InstanceID: 1})
-	eventually(t, "the good packet", func() bool { return s.Lookup(other) != nil })
+	testutil.Eventually(t, waitTimeout, "the good packet", func() bool { return s.Lookup(other) != nil })
 	if d := s.Devices(); len(d) != 1 || d[0].ID != other || !slices.Equal(d[0].Addresses, []string{"tcp://127.0.0.1:5"}) {
 		t.Fatalf("Devices() = %+v", d)
 	}
-	if n := logs.count(slog.LevelDebug, "dropping announcement") + logs.count(slog.LevelDebug, "dropping announcement without usable addresses"); n != len(bad) {
+	if n := logs.Count(slog.LevelDebug, "dropping announcement") + logs.Count(slog.LevelDebug, "dropping announcement without usable addresses"); n != len(bad) {
 		t.Fatalf("%d drops logged, want %d", n, len(bad))
 	}
-	if n := logs.levelCount(slog.LevelWarn); n != 0 {
+	if n := logs.CountLevel(slog.LevelWarn); n != 0 {
 		t.Fatalf("%d Warn lines for malformed packets", n)
 	}
 }
