@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 // TestSpliceIdle: a spliced session in which nothing moves ends after the
@@ -61,7 +62,7 @@ func TestSpliceIdle(t *testing.T) {
 		t.Fatalf("a silent session was not ended by the relay: %v", err)
 	}
 	// Both sessions are silent now: their places are freed.
-	eventually(t, "the sessions to be gone", func() bool { return srv.Stats().Sessions == 0 })
+	testutil.Eventually(t, waitTimeout, "the sessions to be gone", func() bool { return srv.Stats().Sessions == 0 })
 }
 
 // TestMaxRegistrations: the relay takes n registrations, refuses the
@@ -130,7 +131,7 @@ func TestSessionsPerDevice(t *testing.T) {
 	for _, conn := range mine[:4] {
 		conn.Close()
 	}
-	eventually(t, "a's sessions to end", func() bool { return srv.Stats().Sessions == 1 })
+	testutil.Eventually(t, waitTimeout, "a's sessions to end", func() bool { return srv.Stats().Sessions == 1 })
 	if err := dial(a, c.ID); err != nil {
 		t.Fatalf("a after its sessions ended: %v", err)
 	}

@@ -4,28 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"flag"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
-// TestMain checks that no test leaves a goroutine behind. While fuzzing
-// (-fuzz) the check is off: the fuzzing engine's own goroutines may still be
-// winding down when m.Run returns. Seeds still run under the check.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// waitTimeout bounds every wait for a state in these tests.
+const waitTimeout = 10 * time.Second
 
 // identities are made once per name and shared by the tests: generating
 // one writes files, and tests only need distinct devices.
@@ -105,20 +96,8 @@ func startClient(t testing.TB, id *crypt.Identity, url string, accept func(net.C
 			t.Errorf("Client.Serve: %v", err)
 		}
 	})
-	eventually(t, "registered", func() bool { return c.Address() == url })
+	testutil.Eventually(t, waitTimeout, "registered", func() bool { return c.Address() == url })
 	return c
-}
-
-// eventually polls cond for up to 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // registerRaw registers id over a protocol connection the test drives

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 // TestEndToEndTLS: B registers, A dials B through the relay, and the two run
@@ -59,7 +60,7 @@ func TestEndToEndTLS(t *testing.T) {
 	if r.from != a.ID {
 		t.Fatalf("Accept got from = %s, want A %s", r.from.Short(), a.ID.Short())
 	}
-	eventually(t, "session ended", func() bool { return srv.Stats().Sessions == 0 })
+	testutil.Eventually(t, waitTimeout, "session ended", func() bool { return srv.Stats().Sessions == 0 })
 	st := srv.Stats()
 	// 2 MiB of payload plus TLS records and handshakes.
 	if st.Bytes < 2<<20 || st.Bytes > 2<<20+64<<10 {
@@ -254,7 +255,7 @@ func TestMaxSessions(t *testing.T) {
 			t.Fatalf("session 3 of 2: %v, want ErrTooManySessions", err)
 		}
 	}
-	time.Sleep(ttl + 100*time.Millisecond)
+	time.Sleep(ttl + 100*time.Millisecond) // the two unused keys outlive their TTL
 	if _, err := requestSession(ctx, a, srv.hostport, srv.id.ID, b.ID); err != nil {
 		t.Fatalf("after the unused keys expired: %v", err)
 	}
@@ -307,7 +308,7 @@ func TestIdleRegistration(t *testing.T) {
 	if d := time.Since(start); d < idle/2 {
 		t.Errorf("silent registration dropped after %v, before its idle time %v", d, idle)
 	}
-	time.Sleep(2 * idle)
+	time.Sleep(2 * idle) // two idle times in which the pinging client must not be dropped
 	if n := srv.Stats().Registered; n != 1 {
 		t.Fatalf("Registered = %d, want 1 (the pinging client)", n)
 	}
@@ -352,12 +353,12 @@ func TestClientReregisters(t *testing.T) {
 	if a := c.Address(); a != "" {
 		t.Fatalf("Address = %q with the relay down", a)
 	}
-	eventually(t, "an error in Status", func() bool { return c.Status().Error != "" })
+	testutil.Eventually(t, waitTimeout, "an error in Status", func() bool { return c.Status().Error != "" })
 
 	changed = c.Changed()
 	srv2 := startServer(t, relay, srv.hostport, 0, nil)
 	waitClosed(t, changed)
-	eventually(t, "registered again", func() bool { return c.Address() == srv2.URL() })
+	testutil.Eventually(t, waitTimeout, "registered again", func() bool { return c.Address() == srv2.URL() })
 	if st := c.Status(); !st.Registered || st.Relay != srv.URL() {
 		t.Fatalf("Status = %+v", st)
 	}
