@@ -3,10 +3,8 @@ package events
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"lockstep/test/testutil"
 )
 
 // TestMain checks that no test leaves a goroutine behind.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
