@@ -10,16 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/local"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// waitTimeout bounds every wait for a state in these tests.
+const waitTimeout = 10 * time.Second
 
 const folderID = "f"
 
@@ -340,18 +342,6 @@ func (p *trusted) send(t *testing.T, recs ...*protocol.SealedRecord) {
 	t.Helper()
 	if err := p.conn.SealedIndex(p.ctx, &protocol.SealedIndex{Folder: folderID, Records: recs}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
 	"lockstep/sync/receiver/pack"
+	"lockstep/test/testutil"
 )
 
 // storedChunk reads chunk id of folderID the way n serves it.
@@ -117,7 +118,7 @@ func TestIngestPacks(t *testing.T) {
 					recs = append(recs, record(p, counter, byte(i), ids[len(ids)-1]))
 				}
 				p.send(t, recs...)
-				waitFor(t, "batch stored", func() bool { return p.lastAck() == int64(counter) })
+				testutil.Eventually(t, waitTimeout, "batch stored", func() bool { return p.lastAck() == int64(counter) })
 			}
 			var big [][]byte
 			for _, size := range []int{below - 1, below, below + 1} {
@@ -126,7 +127,7 @@ func TestIngestPacks(t *testing.T) {
 			}
 			counter++
 			p.send(t, record(p, counter, 0, big...))
-			waitFor(t, "big chunks stored", func() bool { return p.lastAck() == int64(counter) })
+			testutil.Eventually(t, waitTimeout, "big chunks stored", func() bool { return p.lastAck() == int64(counter) })
 
 			chunks, packs := n.objects(t)
 			if chunks != 2 || len(packs) != 4 {
@@ -184,10 +185,10 @@ func TestRebuildPacks(t *testing.T) {
 	ids = append(ids, p.addChunk(defaultPackBelow))
 	recs = append(recs, record(p, 51, 0, ids[50]))
 	p.send(t, recs...)
-	waitFor(t, "stored", func() bool { return p.lastAck() == 51 })
+	testutil.Eventually(t, waitTimeout, "stored", func() bool { return p.lastAck() == 51 })
 	lost := p.addChunk(10)
 	p.send(t, record(p, 52, 52, lost))
-	waitFor(t, "stored", func() bool { return p.lastAck() == 52 })
+	testutil.Eventually(t, waitTimeout, "stored", func() bool { return p.lastAck() == 52 })
 	lostAt, err := n.db.SealedChunk(ctx, folderID, lost)
 	if err != nil || lostAt.Pack == nil {
 		t.Fatalf("chunk %+v, %v", lostAt, err)
@@ -241,7 +242,7 @@ func packedNode(t *testing.T, a, b int) (*node, *trusted, []byte, []byte, blob.I
 	ca, cb := p.addChunk(a), p.addChunk(b)
 	old := time.Now().Add(-time.Minute)
 	p.send(t, stamped(p, 1, 1, old, false, ca), stamped(p, 2, 2, old, false, cb), stamped(p, 3, 2, time.Now(), false))
-	waitFor(t, "stored", func() bool { return p.lastAck() == 3 })
+	testutil.Eventually(t, waitTimeout, "stored", func() bool { return p.lastAck() == 3 })
 	_, packs := n.objects(t)
 	if len(packs) != 1 {
 		t.Fatalf("%d packs", len(packs))

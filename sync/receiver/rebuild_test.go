@@ -14,6 +14,7 @@ import (
 	"lockstep/storage/blob/mem"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 // sameRecords fails unless a and b hold the same records; with
@@ -63,11 +64,11 @@ func TestReplicateBothWays(t *testing.T) {
 		for i := 1; i <= 5; i++ {
 			c.p.send(t, record(c.p, uint64(i), byte(i), common, c.p.addChunk(i)))
 		}
-		waitFor(t, "records stored", func() bool { return c.p.lastAck() == 5 })
+		testutil.Eventually(t, waitTimeout, "records stored", func() bool { return c.p.lastAck() == 5 })
 	}
 
 	s1, s2 := linkNodes(t, n1, n2)
-	waitFor(t, "both receivers to hold everything", func() bool {
+	testutil.Eventually(t, waitTimeout, "both receivers to hold everything", func() bool {
 		return len(n1.records(t)) == 10 && len(n2.records(t)) == 10
 	})
 	// Records that came back to where they started are not stored twice.
@@ -127,10 +128,10 @@ func TestRebuild(t *testing.T) {
 	}
 	gone := src.addChunk(3)
 	src.send(t, record(src, 7, 7, gone))
-	waitFor(t, "ack", func() bool { return src.lastAck() == 7 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return src.lastAck() == 7 })
 	n.dropChunk(t, gone)
 	src.send(t, record(src, 8, 8))
-	waitFor(t, "ack", func() bool { return src.lastAck() == 8 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return src.lastAck() == 8 })
 
 	if has, err := StoreHasFolders(ctx, n.store); !has || err != nil {
 		t.Fatalf("StoreHasFolders = %v, %v", has, err)
@@ -192,7 +193,7 @@ func TestRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms.send(t, record(ms, 9, 9))
-	waitFor(t, "ack", func() bool { return ms.lastAck() == 9 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return ms.lastAck() == 9 })
 	if got := m.records(t); got[len(got)-1].Seq != 9 {
 		t.Fatalf("next sequence after rebuild = %d", got[len(got)-1].Seq)
 	}

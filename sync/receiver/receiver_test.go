@@ -13,6 +13,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/mem"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 func TestIngest(t *testing.T) {
@@ -24,7 +25,7 @@ func TestIngest(t *testing.T) {
 	// a and b are referenced twice: fetched once each.
 	r1, r2, r3 := record(p, 1, 1, a, b), record(p, 2, 2, b, c), record(p, 3, 1, a)
 	p.send(t, r1, r2, r3)
-	waitFor(t, "ack of 3", func() bool { return p.lastAck() == 3 })
+	testutil.Eventually(t, waitTimeout, "ack of 3", func() bool { return p.lastAck() == 3 })
 	for _, id := range [][]byte{a, b, c} {
 		if got := p.requested(id); got != 1 {
 			t.Fatalf("chunk %x requested %d times, want 1", id[:4], got)
@@ -53,10 +54,10 @@ func TestIngest(t *testing.T) {
 	// Duplicates are dropped, the new record stored, nothing fetched again.
 	r4 := record(p, 4, 3, a, c)
 	p.send(t, r1, r2, r4)
-	waitFor(t, "ack of 4", func() bool { return p.lastAck() == 4 })
+	testutil.Eventually(t, waitTimeout, "ack of 4", func() bool { return p.lastAck() == 4 })
 	// All duplicates: acknowledged, nothing stored.
 	p.send(t, r3, r4)
-	waitFor(t, "ack of duplicates", func() bool { return p.ackCount() == 3 })
+	testutil.Eventually(t, waitTimeout, "ack of duplicates", func() bool { return p.ackCount() == 3 })
 	if got := n.records(t); len(got) != 4 || got[3].Counter != 4 || got[3].Seq != 4 {
 		t.Fatalf("records after duplicates: %+v", got)
 	}
@@ -73,7 +74,7 @@ func TestIngest(t *testing.T) {
 	e := p.addChunk(50)
 	r5, r6, r7 := record(p, 5, 4, gone, a), record(p, 6, 5, e), record(p, 7, 6, empty)
 	p.send(t, r5, r6, r7)
-	waitFor(t, "ack of 7", func() bool { return p.lastAck() == 7 })
+	testutil.Eventually(t, waitTimeout, "ack of 7", func() bool { return p.lastAck() == 7 })
 	got := n.records(t)
 	if len(got) != 5 || got[4].Counter != 6 || got[4].Seq != 5 {
 		t.Fatalf("records after skips: %+v", got)
@@ -90,7 +91,7 @@ func TestIngest(t *testing.T) {
 	// An empty message is not acknowledged.
 	p.send(t)
 	p.send(t, record(p, 8, 7))
-	waitFor(t, "ack of 8", func() bool { return p.lastAck() == 8 })
+	testutil.Eventually(t, waitTimeout, "ack of 8", func() bool { return p.lastAck() == 8 })
 	if p.ackCount() != 5 {
 		t.Fatalf("acks %v: the empty message was acknowledged", p.acks)
 	}
@@ -239,7 +240,7 @@ func TestRequestsRefused(t *testing.T) {
 	a := p.addChunk(10)
 	sharing(t, n, p)
 	p.send(t, record(p, 1, 1, a))
-	waitFor(t, "ack", func() bool { return p.lastAck() == 1 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return p.lastAck() == 1 })
 
 	chunkReq := &protocol.Request{Folder: folderID, Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, ChunkId: a, Size: 10}
 	if got, err := p.conn.Request(ctx, chunkReq); err != nil || !bytes.Equal(got, p.chunks[string(a)]) {
@@ -289,7 +290,7 @@ func TestFlowControl(t *testing.T) {
 	recv := sharing(t, n, p)
 	// The first message's chunk request blocks the ingester.
 	p.send(t, record(p, 1, 1, p.addChunk(10)))
-	waitFor(t, "the first chunk request", func() bool {
+	testutil.Eventually(t, waitTimeout, "the first chunk request", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.requests) == 1
@@ -322,7 +323,7 @@ func TestIngestInline(t *testing.T) {
 	sharing(t, n, p)
 	held := p.addChunk(100)
 	p.send(t, record(p, 1, 1, held))
-	waitFor(t, "ack of 1", func() bool { return p.lastAck() == 1 })
+	testutil.Eventually(t, waitTimeout, "ack of 1", func() bool { return p.lastAck() == 1 })
 
 	a, b, c, stray := p.addChunk(100), p.addChunk(200), p.addChunk(300), p.addChunk(400)
 	body := func(id []byte) []byte {
@@ -340,7 +341,7 @@ func TestIngestInline(t *testing.T) {
 	if err := p.conn.SealedIndex(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ack of 3", func() bool { return p.lastAck() == 3 })
+	testutil.Eventually(t, waitTimeout, "ack of 3", func() bool { return p.lastAck() == 3 })
 	for id, want := range map[string]int{string(a): 0, string(b): 1, string(c): 1, string(held): 1, string(stray): 0} {
 		if got := p.requested([]byte(id)); got != want {
 			t.Errorf("chunk %x requested %d times, want %d", id[:4], got, want)

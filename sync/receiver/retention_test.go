@@ -15,6 +15,7 @@ import (
 	"lockstep/storage/blob/mem"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 // base is a Wednesday, half past noon, mid-month, mid-year (UTC): one
@@ -383,7 +384,7 @@ func TestPruneDuringIngest(t *testing.T) {
 			recs = append(recs, record(p, c+i, byte((c+i)%3), shared, p.addChunk(20)))
 		}
 		p.send(t, recs...)
-		waitFor(t, fmt.Sprintf("ack of %d", c+3), func() bool { return p.lastAck() >= int64(c+3) })
+		testutil.Eventually(t, waitTimeout, fmt.Sprintf("ack of %d", c+3), func() bool { return p.lastAck() >= int64(c+3) })
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/blob/mem"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 // filled returns a receiver holding count records sealed by the device
@@ -27,7 +28,7 @@ func filled(t *testing.T, count int, readers ...crypt.DeviceID) (*node, *trusted
 	for i := 1; i <= count; i++ {
 		src.send(t, record(src, uint64(i), byte(i), shared, src.addChunk(10+i)))
 	}
-	waitFor(t, "records stored", func() bool { return src.lastAck() == int64(count) })
+	testutil.Eventually(t, waitTimeout, "records stored", func() bool { return src.lastAck() == int64(count) })
 	return n, src
 }
 
@@ -73,14 +74,15 @@ func TestLogSenderCursor(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.first > 6 {
-				// Nothing to send: a new append is the first thing that comes.
+				// Nothing to send: a new append is the first thing that
+				// comes. A pause in which nothing may arrive.
 				time.Sleep(50 * time.Millisecond)
 				if got := rd.received(); len(got) != 0 {
 					t.Fatalf("sent %d records to an up-to-date peer", len(got))
 				}
 				return
 			}
-			waitFor(t, "the log", func() bool { return len(rd.received()) >= int(7-c.first) })
+			testutil.Eventually(t, waitTimeout, "the log", func() bool { return len(rd.received()) >= int(7-c.first) })
 			checkLog(t, n, rd.received(), c.first)
 		})
 	}
@@ -94,10 +96,10 @@ func TestLogSenderFollowsAppends(t *testing.T) {
 	if err := reader.conn.ClusterConfig(ctx, clusterConfig(n, reader, n.logID(t), 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the log", func() bool { return len(reader.received()) == 2 })
+	testutil.Eventually(t, waitTimeout, "the log", func() bool { return len(reader.received()) == 2 })
 	for i := 3; i <= 5; i++ {
 		src.send(t, record(src, uint64(i), 9, src.addChunk(5)))
-		waitFor(t, "the new record", func() bool { return len(reader.received()) == i })
+		testutil.Eventually(t, waitTimeout, "the new record", func() bool { return len(reader.received()) == i })
 	}
 	checkLog(t, n, reader.received(), 1)
 
@@ -105,7 +107,7 @@ func TestLogSenderFollowsAppends(t *testing.T) {
 	if err := reader.conn.ClusterConfig(ctx, clusterConfig(n, reader, n.logID(t), 3)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the log again", func() bool { return len(reader.received()) == 7 })
+	testutil.Eventually(t, waitTimeout, "the log again", func() bool { return len(reader.received()) == 7 })
 	checkLog(t, n, reader.received()[5:], 4)
 }
 
@@ -121,8 +123,8 @@ func TestLogSenderWindow(t *testing.T) {
 	}
 	settled := func(want int) {
 		t.Helper()
-		waitFor(t, "messages", func() bool { return reader.messages() >= want })
-		time.Sleep(100 * time.Millisecond)
+		testutil.Eventually(t, waitTimeout, "messages", func() bool { return reader.messages() >= want })
+		time.Sleep(100 * time.Millisecond) // room for a message beyond the window, which must not come
 		if got := reader.messages(); got != want {
 			t.Fatalf("%d messages unacknowledged, want %d", got, want)
 		}
@@ -151,7 +153,7 @@ func TestLogSenderBatches(t *testing.T) {
 	if err := reader.conn.ClusterConfig(context.Background(), clusterConfig(n, reader, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the log", func() bool { return len(reader.received()) == 9 })
+	testutil.Eventually(t, waitTimeout, "the log", func() bool { return len(reader.received()) == 9 })
 	reader.mu.Lock()
 	msgs := reader.msgs
 	reader.mu.Unlock()

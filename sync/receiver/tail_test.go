@@ -12,6 +12,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 // TestReplayTail: records whose log object reached the store but whose
@@ -71,7 +72,7 @@ func TestDeletionFlagKept(t *testing.T) {
 	del := record(src, 2, 2)
 	del.Deleted = true
 	src.send(t, del)
-	waitFor(t, "ack", func() bool { return src.lastAck() == 2 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return src.lastAck() == 2 })
 	check := func(what string, recs []db.SealedRecord) {
 		t.Helper()
 		if len(recs) != 2 || recs[0].Deleted || !recs[1].Deleted {
@@ -95,7 +96,7 @@ func TestVersionsRequest(t *testing.T) {
 	n, src := filled(t, 3)
 	again := record(src, 4, 2) // a second version of file 2
 	src.send(t, again)
-	waitFor(t, "ack", func() bool { return src.lastAck() == 4 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return src.lastAck() == 4 })
 	ask := func(fileKey []byte, size uint32) (*protocol.SealedIndex, error) {
 		data, err := n.r.Request(ctx, src.id, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_VERSIONS, Folder: folderID, FileKey: fileKey, Size: size})
 		if err != nil {
@@ -129,13 +130,13 @@ func TestScheduledPrune(t *testing.T) {
 	n, src := filled(t, 1)
 	again := record(src, 2, 1) // a second version of file 1
 	src.send(t, again)
-	waitFor(t, "ack", func() bool { return src.lastAck() == 2 })
+	testutil.Eventually(t, waitTimeout, "ack", func() bool { return src.lastAck() == 2 })
 	if err := n.r.SetRetention(ctx, folderID, Policy{KeepLast: 1}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.r.Serve(ctx, 10*time.Millisecond) }()
-	waitFor(t, "the old version to go", func() bool { return len(n.records(t)) == 1 })
+	testutil.Eventually(t, waitTimeout, "the old version to go", func() bool { return len(n.records(t)) == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
