@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 // countingConn counts the writes that reach the socket.
@@ -155,14 +156,9 @@ func TestCloseEndsBlockedFlush(t *testing.T) {
 			}
 		}
 	}()
-	// Wait for the writer to block in a Flush.
-	deadline := time.Now().Add(30 * time.Second)
-	for !client.raw.flushing.Load() || !stuck(client) {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer never blocked")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, "the writer to block in a Flush", func() bool {
+		return client.raw.flushing.Load() && stuck(client)
+	})
 	start := time.Now()
 	client.Close()
 	select {

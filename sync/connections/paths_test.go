@@ -2,6 +2,7 @@ package connections
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 // fakeResolver answers lookups from a map the test changes.
@@ -96,18 +98,22 @@ func newPathService(t *testing.T, id *crypt.Identity, reg Registry, res Resolver
 // waitConn waits until s has a connection to id of the given type.
 func waitConn(t *testing.T, s *Service, id crypt.DeviceID, kind string) Info {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var found *Info
+	defer func() {
+		if found == nil { // the wait failed: show what there was
+			t.Logf("connections: %+v", s.Connections())
+		}
+	}()
+	testutil.Eventually(t, waitTimeout, fmt.Sprintf("a %s connection to %s", kind, id), func() bool {
 		for _, c := range s.Connections() {
 			if c.ID == id && c.Type == kind {
-				return c
+				found = &c
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s connection to %s: %+v", kind, id, s.Connections())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
+	return *found
 }
 
 // deadAddress is a loopback address nothing listens on.
@@ -154,7 +160,7 @@ func TestDynamicThroughRelayThenDirect(t *testing.T) {
 	waitConn(t, sa, b.ID, TypeLAN)
 	waitConn(t, sb, a.ID, TypeLAN)
 	dials := relay.dials.Load()
-	// The direct connection stays: no more relay dials.
+	// The direct connection stays: no more relay dials in a pause of 300 ms.
 	time.Sleep(300 * time.Millisecond)
 	if n := relay.dials.Load(); n != dials {
 		t.Fatalf("relay dialed %d more times after a direct connection", n-dials)
@@ -197,13 +203,7 @@ func TestRelayedUnknownIsPending(t *testing.T) {
 	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String())
 
 	defer serveAll(sa, sb)()
-	deadline := time.Now().Add(20 * time.Second)
-	for pendingCount(rb) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a relayed unknown device was not recorded as pending")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, waitTimeout, "the relayed unknown device to be recorded as pending", func() bool { return pendingCount(rb) > 0 })
 	if sb.Connected(a.ID) {
 		t.Fatal("an unknown device got a relayed connection")
 	}

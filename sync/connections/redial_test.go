@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
 
 // readHandler reads before it marks a connection ready, as the real
@@ -61,14 +62,8 @@ func TestRejectedPeerBacksOff(t *testing.T) {
 
 			defer serveAll(sa, sb)()
 
-			deadline := time.Now().Add(20 * time.Second)
-			for pendingCount(rb) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("b never saw a dial from a")
-				}
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(time.Second)
+			testutil.Eventually(t, waitTimeout, "b to see a dial from a", func() bool { return pendingCount(rb) > 0 })
+			time.Sleep(time.Second) // the second whose redials are counted
 			if n := pendingCount(rb); n > 12 {
 				t.Fatalf("a dialed the device that refuses it %d times in a second", n)
 			}
@@ -90,9 +85,7 @@ func TestHintsAreRateLimited(t *testing.T) {
 
 	defer serveAll(sa)()
 
-	for res.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, waitTimeout, "the first dial", func() bool { return res.calls.Load() > 0 })
 	// Without hints the next dial would come after 1 s.
 	for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end); {
 		sa.Hint()
@@ -117,9 +110,7 @@ func TestOtherDevicesDoNotCauseRedials(t *testing.T) {
 
 	defer serveAll(sa)()
 
-	for res.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, waitTimeout, "the first dial", func() bool { return res.calls.Load() > 0 })
 	// Within the first backoff (1 s), other devices connect and
 	// disconnect many times.
 	for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end); {

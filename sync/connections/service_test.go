@@ -9,7 +9,11 @@ import (
 	"go.uber.org/goleak"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 )
+
+// waitTimeout bounds the waits for connections and pending devices.
+const waitTimeout = 20 * time.Second
 
 // memRegistry is a Registry over a fixed peer list.
 type memRegistry struct {
@@ -78,30 +82,23 @@ func TestBothDialOneConnection(t *testing.T) {
 
 	defer serveAll(sa, sb, sc)()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ca, cb := sa.Connections(), sb.Connections()
-		if len(ca) == 1 && len(cb) == 1 && ca[0].Dialed != cb[0].Dialed {
-			// One connection, the same on both sides. Which one depends on
-			// timing: the smaller ID's dial wins only when both dials meet
-			// (a loaded machine may connect one side before the other
-			// dials at all); the tie rule itself is TestDuplicateResolution's.
-			break
+	var ca, cb []Info
+	agreed := false
+	defer func() {
+		if !agreed { // the wait failed: show what there was
+			t.Logf("a's connections %+v, b's %+v", ca, cb)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no single agreed connection: a %+v, b %+v", ca, cb)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for time.Now().Before(deadline) {
-		ra.mu.Lock()
-		n := len(ra.pending)
-		ra.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testutil.Eventually(t, waitTimeout, "a single connection both sides agree on", func() bool {
+		// One connection, the same on both sides. Which one depends on
+		// timing: the smaller ID's dial wins only when both dials meet
+		// (a loaded machine may connect one side before the other
+		// dials at all); the tie rule itself is TestDuplicateResolution's.
+		ca, cb = sa.Connections(), sb.Connections()
+		agreed = len(ca) == 1 && len(cb) == 1 && ca[0].Dialed != cb[0].Dialed
+		return agreed
+	})
+	testutil.Eventually(t, waitTimeout, "c to be recorded as pending", func() bool { return pendingCount(ra) > 0 })
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	if len(ra.pending) == 0 || ra.pending[0] != c.ID {
