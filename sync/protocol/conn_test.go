@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"lockstep/test/testutil"
 )
 
 func TestConnMessagesInOrder(t *testing.T) {
@@ -159,10 +161,9 @@ func TestConnManyConcurrentRequests(t *testing.T) {
 				})
 			}
 			limit := min(tc.opts.withDefaults().MaxIncomingRequests, tc.opts.withDefaults().MaxOutgoingRequests, n)
-			deadline := time.Now().Add(10 * time.Second)
-			for b.model.active.Load() < int32(limit) && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
+			testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d requests handled at once", limit), func() bool {
+				return b.model.active.Load() >= int32(limit)
+			})
 			close(release)
 			wg.Wait()
 			close(errs)
@@ -263,15 +264,12 @@ func TestConnResponseLongerThanRequested(t *testing.T) {
 		errc <- err
 	}()
 	// Request IDs start at 1.
-	for {
+	testutil.Eventually(t, 10*time.Second, "request 1 to be pending", func() bool {
 		s.conn.mu.Lock()
+		defer s.conn.mu.Unlock()
 		_, ok := s.conn.pending[1]
-		s.conn.mu.Unlock()
-		if ok {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return ok
+	})
 	frame, err := appendFrame(nil, &Response{Id: 1, Data: []byte("12345")})
 	if err != nil {
 		t.Fatal(err)
@@ -424,7 +422,7 @@ func TestConnPeerClosesMidFrame(t *testing.T) {
 func TestConnPingKeepsIdleConnectionAlive(t *testing.T) {
 	opts := Options{PingInterval: 20 * time.Millisecond, Timeout: 600 * time.Millisecond}
 	a, b := pipePair(t, opts)
-	time.Sleep(4 * opts.Timeout)
+	time.Sleep(4 * opts.Timeout) // idle for four timeouts: only the pings keep it up
 	for _, s := range []*served{a, b} {
 		if s.ended() {
 			t.Fatalf("idle connection ended: %v", s.wait(t))

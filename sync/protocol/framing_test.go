@@ -13,13 +13,12 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
+
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // testHash returns a distinct, random-looking 32-byte hash for i.
 func testHash(i int) []byte {

@@ -154,6 +154,8 @@ func TestExchangeHelloCancelClosesPlainStream(t *testing.T) {
 	s := &plainStream{Reader: r, Writer: io.Discard, closed: make(chan struct{}), closer: r}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
+		// Give the exchange time to block in its read (nothing shows
+		// that it has), so the cancel ends a read under way.
 		time.Sleep(20 * time.Millisecond)
 		cancel()
 	}()

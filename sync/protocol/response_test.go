@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"lockstep/test/testutil"
 )
 
 // frameOf wraps a raw Response body in a frame.
@@ -199,16 +201,11 @@ func TestConnLargeResponseReleasedAfterWrite(t *testing.T) {
 	}
 	wg.Wait()
 	// The last release may come just after its answer arrived.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, "every answered buffer to be released", func() bool {
 		m.mu.Lock()
-		n := len(m.released)
-		m.mu.Unlock()
-		if n == len(answered) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer m.mu.Unlock()
+		return len(m.released) == len(answered)
+	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range answered {
