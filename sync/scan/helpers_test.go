@@ -13,17 +13,17 @@ import (
 	"time"
 
 	"github.com/restic/chunker"
-	"go.uber.org/goleak"
 
 	"lockstep/chunk"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
+	"lockstep/test/testutil"
 )
 
 // testPol is an irreducible polynomial of degree 53.
 const testPol = chunker.Pol(0x3DA3358B4DC173)
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // memKnown is an index in memory: the records of the last scans.
 type memKnown struct {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"lockstep/test/testutil"
 )
 
 // watchTimeout is generous: tests assert on what arrives, not when.
@@ -65,11 +67,7 @@ func startWatcher(t *testing.T, root string, ignore func(string, bool) bool, set
 	})
 	// Serve adds its watches when it starts: touch a file until it is
 	// seen, which proves they are in place.
-	deadline := time.Now().Add(watchTimeout)
-	for !wt.seen[".ready"] {
-		if time.Now().After(deadline) {
-			t.Fatal("watcher never reported anything")
-		}
+	testutil.Eventually(t, watchTimeout, "the watcher to report a touched file", func() bool {
 		wt.touch(root, ".ready")
 		select {
 		case b := <-wt.batches:
@@ -78,7 +76,8 @@ func startWatcher(t *testing.T, root string, ignore func(string, bool) bool, set
 			}
 		case <-time.After(200 * time.Millisecond):
 		}
-	}
+		return wt.seen[".ready"]
+	})
 	return wt
 }
 
