@@ -44,6 +44,10 @@ var (
 	ErrDeleted   = errors.New("record's readable deletion flag differs from its content")
 	ErrCounter   = errors.New("record counter differs from its sequence")
 	ErrChunkList = errors.New("record's chunk list differs from its blocks")
+	// ErrRecord: the record opened, but index.FromWire refuses the file
+	// record inside (hostile name, blocks that do not tile the file, unknown
+	// type ...). The error also wraps FromWire's.
+	ErrRecord = errors.New("sealed file record is invalid")
 )
 
 // Seal seals r, a record of origin's index of folderID (its Sequence is the
@@ -90,7 +94,7 @@ func Open(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.R
 	}
 	r, err := index.FromWire(p.GetFile())
 	if err != nil {
-		return index.Record{}, err
+		return index.Record{}, fmt.Errorf("%w: %w", ErrRecord, err)
 	}
 	if keys.FileKey(r.Name) != h.File {
 		return index.Record{}, ErrFileKey
