@@ -1,7 +1,10 @@
 // Package db is a node's SQLite database (lockstep.db in its home): the
 // schema, its migrations and typed queries for settings, devices, folders,
-// their shares, pending offers, file records, and on a receiver the sealed
-// records, chunk list, log ID and envelope of each encrypted folder.
+// their shares, pending offers, file records; on a trusted device each
+// folder's key, index ID, chunking polynomial and versioning policy, each
+// peer's announced index ID and what it knows of each receiver's log; and
+// on a receiver the sealed records, chunk list, log ID and envelope of each
+// encrypted folder.
 //
 // Invariants:
 //
