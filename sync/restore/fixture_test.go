@@ -13,16 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const (
 	testFolder   = "docs"
