@@ -21,6 +21,7 @@ func (s *Server) restRoutes(r *echo.Group) {
 	r.GET("/pending", s.getPending)
 	r.POST("/pending/accept", s.postAccept)
 	r.GET("/discovery", s.getDiscovery)
+	r.GET("/events", s.getEvents)
 	s.folderRoutes(r)
 	s.manageRESTRoutes(r)
 }

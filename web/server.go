@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -31,6 +32,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/connections"
+	"lockstep/sync/events"
 )
 
 // Connections is what the API needs from the connection service.
@@ -49,7 +51,11 @@ type Config struct {
 	Receiver Receiver
 	// Discovery reports how the node finds devices; nil when it does not.
 	Discovery Discovery
-	APIKey    string
+	// Events is what GET /rest/events streams and the console follows; nil
+	// on a node that publishes none (the stream answers 503, the console
+	// polls).
+	Events *events.Bus
+	APIKey string
 	// FolderRoot is where accepted folder offers go by default.
 	FolderRoot string
 	// Store describes the node's blob store, e.g. "local:/path".
@@ -74,6 +80,16 @@ type Server struct {
 	tls *tls.Config
 	// grace is how long Serve lets requests finish when it stops.
 	grace time.Duration
+	// streamsCtx ends every event stream when the server shuts down,
+	// which would otherwise wait the whole grace for them.
+	streamsCtx  context.Context
+	stopStreams context.CancelFunc
+	// streams counts the event streams open.
+	streams atomic.Int64
+	// keepAlive and fallbackPoll, when set, replace the defaults of the
+	// same names.
+	keepAlive    time.Duration
+	fallbackPoll time.Duration
 }
 
 // shutdownGrace is how long requests in progress may take to finish when
@@ -94,6 +110,7 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, echo: echo.New(), sessions: newSessions()}
+	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	if !loopback {
 		if err := s.setUpTLS(ctx, addr); err != nil {
 			return nil, err
@@ -125,6 +142,7 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		TLSConfig:         s.tls,
 	}
+	s.srv.RegisterOnShutdown(s.stopStreams)
 	return s, nil
 }
 
