@@ -3,13 +3,12 @@ package crypt
 import (
 	"bytes"
 	"crypto/rand"
-	"flag"
-	"os"
 	"testing"
 
 	"github.com/zeebo/blake3"
-	"go.uber.org/goleak"
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"lockstep/test/testutil"
 )
 
 // Scrypt work factors for tests: production envelopes use scryptLogN, which
@@ -19,16 +18,7 @@ const (
 	testMaxLogN = 12
 )
 
-// TestMain checks that no test leaves a goroutine behind. While fuzzing
-// (-fuzz) the check is off: the fuzzing engine's own goroutines may still be
-// winding down when m.Run returns. Seeds still run under the check.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // fixedFolderKey is 0x00, 0x01, ... 0x1f.
 func fixedFolderKey() FolderKey {
