@@ -90,12 +90,45 @@ type page struct {
 	More     bool
 	// Discovery is nil on a node without discovery.
 	Discovery *DiscoveryStatus
+	// Live tells console.js how to keep the page's panels fresh.
+	Live live
+}
+
+// live is how a page's panels follow the node: the event stream from
+// EventsSince on, refreshing a panel when an event it names arrives, and a
+// poll every PollMS milliseconds while the stream is down. Without a
+// stream (EventsURL empty) the poll is all there is.
+type live struct {
+	EventsURL   string
+	EventsSince int64
+	PollMS      int64
+}
+
+// Polls of the console's panels: while the event stream is down, and on a
+// node without one, where polling is the only way to stay fresh.
+const (
+	defaultFallbackPoll = 10 * time.Second
+	noStreamPoll        = 2 * time.Second
+)
+
+// live returns how the console's pages follow the node now.
+func (s *Server) live() live {
+	if s.cfg.Events == nil {
+		return live{PollMS: noStreamPoll.Milliseconds()}
+	}
+	poll := s.fallbackPoll
+	if poll == 0 {
+		poll = defaultFallbackPoll
+	}
+	// The page shows the node as it is now; the stream starts from here,
+	// so nothing published while the page loads is missed.
+	return live{EventsURL: "/rest/events", EventsSince: s.cfg.Events.Latest(), PollMS: poll.Milliseconds()}
 }
 
 func (s *Server) newPage(c echo.Context, title string) page {
 	sess, _ := c.Get(ctxSession).(session)
 	sid, _ := c.Get(ctxSessionID).(string)
-	return page{Title: title, DeviceID: s.cfg.ID.String(), CSRF: sess.csrf, Flash: s.sessions.takeFlash(sid)}
+	return page{Title: title, DeviceID: s.cfg.ID.String(), CSRF: sess.csrf, Flash: s.sessions.takeFlash(sid), Live: s.live()}
 }
 
 // fill loads the devices, folders and pending lists into p.
