@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestOneBarrierAtATime: one barrier per Every bytes noted, none before,
 // and never two at once, from many writers.

@@ -3,13 +3,12 @@ package local
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func open(t testing.TB, dir string) *Store {
 	t.Helper()

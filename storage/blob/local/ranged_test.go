@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // openFilesUnder returns the files below dir this process has open, as
@@ -106,16 +109,19 @@ func TestCloseWhileReading(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
+	var reads atomic.Int64
 	for g := range 16 {
 		wg.Go(func() {
 			for j := 0; ; j++ {
 				if _, err := rangeOf(t, s, fmt.Sprintf("packs/%04d", (g+j)%8), 1, 3); err != nil {
 					return // the store closed under it
 				}
+				reads.Add(1)
 			}
 		})
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Close once the readers are well under way: some reads each.
+	testutil.Eventually(t, 10*time.Second, "the readers to be reading", func() bool { return reads.Load() >= 16*8 })
 	s.Close()
 	wg.Wait()
 	if open := openFilesUnder(t, dir); len(open) > 0 {

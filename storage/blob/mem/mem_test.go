@@ -3,14 +3,13 @@ package mem_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
 	"lockstep/storage/blob/mem"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func TestConformance(t *testing.T) {
 	blobtest.Run(t, func(*testing.T) blob.Store { return mem.New() })

@@ -11,15 +11,15 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	"go.uber.org/goleak"
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
 	"lockstep/storage/blob/s3"
 	"lockstep/storage/blob/s3/s3test"
+	"lockstep/test/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func open(t testing.TB, cfg s3.Config) *s3.Store {
 	t.Helper()

@@ -15,7 +15,6 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -28,7 +27,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,6 +35,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"lockstep/storage/blob/s3"
+	"lockstep/test/testutil"
 )
 
 const (
@@ -120,7 +119,7 @@ func start(tb testing.TB, bin string, cfg s3.Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", tb.TempDir())
 	cmd.Env = []string{"ROOT_ACCESS_KEY=" + cfg.AccessKey, "ROOT_SECRET_KEY=" + cfg.SecretKey}
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -198,22 +197,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
