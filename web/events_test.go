@@ -64,9 +64,10 @@ func startServer(t *testing.T, bus *events.Bus, eng Engine, adjust func(*Server)
 }
 
 // frame is one server-sent event, or a comment (only comment set).
+// unknown holds a line that is none of these.
 type frame struct {
-	id, event, data, comment string
-	retry                    bool
+	id, event, data, comment, unknown string
+	retry                             bool
 }
 
 // stream is a client's open GET /rest/events.
@@ -145,7 +146,7 @@ func (st *stream) read() {
 		case strings.HasPrefix(line, "retry: "):
 			f.retry = true
 		default:
-			st.t.Errorf("unexpected line %q in the stream", line)
+			f.unknown = line
 		}
 		empty = false
 	}
@@ -162,6 +163,9 @@ func (st *stream) next() frame {
 		case f, ok := <-st.frames:
 			if !ok {
 				st.t.Fatal("the stream ended")
+			}
+			if f.unknown != "" {
+				st.t.Fatalf("unexpected line %q in the stream", f.unknown)
 			}
 			if f.event != "" {
 				return f
