@@ -57,7 +57,7 @@ func TestEventuallyWaitsForCondition(t *testing.T) {
 	if msg := eventually(t, 10*time.Second, "the flip", func() bool { calls++; return flipped.Load() }); msg != "" {
 		t.Fatalf("failed: %s", msg)
 	}
-	// Pauses double from 1 ms to 20 ms: 50 ms is some 7 polls, not 50.
+	// Pauses double from 1 ms: 50 ms is some 6 polls, not 50.
 	if calls < 2 || calls > 20 {
 		t.Errorf("cond called %d times in about 50 ms", calls)
 	}
@@ -94,5 +94,23 @@ func TestEventuallyChecksOnceWithoutTime(t *testing.T) {
 	calls := 0
 	if msg := eventually(t, 0, "a false thing", func() bool { calls++; return false }); msg == "" || calls != 1 {
 		t.Errorf("a false condition: %d calls, failure %q", calls, msg)
+	}
+}
+
+// TestEventuallyPausesAsLongAsCondTakes: a condition taking 100 ms is polled
+// at most every 200 ms; with pauses of 50 ms at most, a second would see 9
+// calls.
+func TestEventuallyPausesAsLongAsCondTakes(t *testing.T) {
+	calls := 0
+	msg := eventually(t, time.Second, "a slow condition", func() bool {
+		calls++
+		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	if msg == "" {
+		t.Fatal("a false condition passed")
+	}
+	if calls < 2 || calls > 6 {
+		t.Errorf("a 100 ms condition was called %d times in a second, want 2 to 6", calls)
 	}
 }
