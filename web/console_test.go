@@ -16,6 +16,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/backup"
 	"lockstep/sync/connections"
 	"lockstep/sync/engine"
 )
@@ -29,7 +30,14 @@ func (fakeConns) Reload()                         {}
 
 // fakeEngine runs only the folder "busy"; the console pages only ask for
 // FolderStatus and Reload.
-type fakeEngine struct{ Engine }
+// fakeEngine is both Engine and Backup; what a test does not set panics.
+type fakeEngine struct {
+	Engine
+	Backup
+}
+
+// Status reports no encrypted shares.
+func (fakeEngine) Status(string) backup.Status { return backup.Status{} }
 
 // FolderStatus reports "busy" as syncing and needing 1234 bytes.
 func (fakeEngine) FolderStatus(id string) (engine.FolderStatus, bool) {

@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lockstep/storage/db"
-	"lockstep/sync/engine"
+	"lockstep/sync/backup"
 )
 
 // Downloading a kept version: the version is restored into a temporary
@@ -80,8 +80,8 @@ func (s *Server) getDownload(c echo.Context) error {
 // is not found.
 func (s *Server) restoreForDownload(c echo.Context, folderID, name, version, dir string) (string, error) {
 	ctx := c.Request().Context()
-	if engine.IsReceiverVersion(version) {
-		rvs, err := s.cfg.Engine.ReceiverVersions(ctx, folderID, name)
+	if backup.IsReceiverVersion(version) {
+		rvs, err := s.cfg.Backup.ReceiverVersions(ctx, folderID, name)
 		if err != nil {
 			return "", folderError(folderID, err)
 		}
@@ -92,7 +92,7 @@ func (s *Server) restoreForDownload(c echo.Context, folderID, name, version, dir
 			if v.Deleted {
 				return "", echo.NewHTTPError(http.StatusNotFound, "that version is a deletion: it has no content")
 			}
-			done, err := s.cfg.Engine.RestoreFromReceiver(ctx, folderID, []engine.ReceiverVersion{v}, dir)
+			done, err := s.cfg.Backup.RestoreFromReceiver(ctx, folderID, []backup.ReceiverVersion{v}, dir)
 			if err != nil {
 				return "", folderError(folderID, err)
 			}

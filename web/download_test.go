@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	"lockstep/storage/db"
-	"lockstep/sync/engine"
+	"lockstep/sync/backup"
 	"lockstep/sync/receiver"
 	"lockstep/sync/versions"
 )
@@ -35,7 +35,7 @@ func (e *downloadEngine) RestoreVersion(_ context.Context, folderID, id, toDir s
 	return "", os.ErrNotExist
 }
 
-func (e *downloadEngine) RestoreFromReceiver(_ context.Context, folderID string, vs []engine.ReceiverVersion, toDir string) ([]string, error) {
+func (e *downloadEngine) RestoreFromReceiver(_ context.Context, folderID string, vs []backup.ReceiverVersion, toDir string) ([]string, error) {
 	var out []string
 	for _, v := range vs {
 		p, err := writeVersion(toDir, v.Path, v.ID)
@@ -65,7 +65,7 @@ func TestDownloadVersion(t *testing.T) {
 			{Path: "sub/" + evilName, ID: "v-1", Time: base, Size: 14},
 			{Path: "other.txt", ID: "o-1", Time: base, Size: 14},
 		},
-		remote: []engine.ReceiverVersion{
+		remote: []backup.ReceiverVersion{
 			{Path: "sub/" + evilName, ID: recvID, Stored: base, Size: 10, Receiver: recv},
 			{Path: "sub/" + evilName, ID: strings.Repeat("ab", 32) + "-2", Stored: base, Deleted: true, Receiver: recv},
 		},

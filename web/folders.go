@@ -13,6 +13,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/backup"
 	"lockstep/sync/engine"
 	"lockstep/sync/receiver"
 	"lockstep/sync/versions"
@@ -24,15 +25,37 @@ type Engine interface {
 	Scan(folderID string) error
 	AllowDeletes(folderID string) error
 	FolderStatus(folderID string) (engine.FolderStatus, bool)
-	ShareEncrypted(ctx context.Context, folderID string, dev crypt.DeviceID, password, newPassword []byte) error
 	Versioning(ctx context.Context, folderID string) (versions.Policy, error)
 	SetVersioning(ctx context.Context, folderID string, p versions.Policy) error
 	Versions(ctx context.Context, folderID, path string) ([]versions.Version, error)
 	CleanVersions(ctx context.Context, folderID string) ([]versions.Version, error)
 	RestoreVersion(ctx context.Context, folderID, id, toDir string) (string, error)
-	ReceiverVersions(ctx context.Context, folderID, path string) ([]engine.ReceiverVersion, error)
-	RestoreFromReceiver(ctx context.Context, folderID string, vs []engine.ReceiverVersion, toDir string) ([]string, error)
 }
+
+// Backup is the sending side of the node's encrypted shares
+// (sync/backup).
+type Backup interface {
+	ShareEncrypted(ctx context.Context, folderID string, dev crypt.DeviceID, password, newPassword []byte) error
+	ReceiverVersions(ctx context.Context, folderID, path string) ([]backup.ReceiverVersion, error)
+	RestoreFromReceiver(ctx context.Context, folderID string, vs []backup.ReceiverVersion, toDir string) ([]string, error)
+	Status(folderID string) backup.Status
+}
+
+// noBackup is the Backup of a node without encrypted shares.
+type noBackup struct{}
+
+var errNoBackup = errors.New("this node has no encrypted shares")
+
+func (noBackup) ShareEncrypted(context.Context, string, crypt.DeviceID, []byte, []byte) error {
+	return errNoBackup
+}
+func (noBackup) ReceiverVersions(context.Context, string, string) ([]backup.ReceiverVersion, error) {
+	return nil, nil
+}
+func (noBackup) RestoreFromReceiver(context.Context, string, []backup.ReceiverVersion, string) ([]string, error) {
+	return nil, errNoBackup
+}
+func (noBackup) Status(string) backup.Status { return backup.Status{} }
 
 // Receiver reports and manages a receiver's encrypted folders.
 type Receiver interface {
@@ -82,17 +105,18 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
 			fs.PulledBytes, fs.ReusedBytes, fs.PulledBlocks = st.PulledBytes, st.ReusedBytes, st.PulledBlocks
 			fs.HashedBytes = st.HashedBytes
-			fs.TamperedRecords, fs.TamperedChunks = st.TamperedRecords, st.TamperedChunks
-			if st.Restoring {
-				fs.RestoreFiles, fs.RestoreFilesTotal = st.RestoreFiles, st.RestoreFilesTotal
-				fs.RestoreBytes, fs.RestoreBytesTotal = st.RestoreBytes, st.RestoreBytesTotal
+			bs := s.cfg.Backup.Status(f.ID)
+			fs.TamperedRecords, fs.TamperedChunks = bs.TamperedRecords, bs.TamperedChunks
+			if bs.Restoring {
+				fs.RestoreFiles, fs.RestoreFilesTotal = bs.RestoreFiles, bs.RestoreFilesTotal
+				fs.RestoreBytes, fs.RestoreBytesTotal = bs.RestoreBytes, bs.RestoreBytesTotal
 			}
 			if fs.State == "syncing" {
 				fs.PullBytesTotal, fs.PullBytesDone = st.PullTotal, st.PullDone
 			}
 			for _, p := range st.Peers {
 				id := p.Device.String()
-				fs.Peers = append(fs.Peers, PeerStatus{Device: id, Connected: p.Connected, Completion: p.Completion, Untrusted: p.Untrusted, Error: p.Error, LastContact: lastSeen[id]})
+				fs.Peers = append(fs.Peers, PeerStatus{Device: id, Connected: p.Connected, Completion: p.Completion, Untrusted: p.Untrusted, Error: bs.Receivers[p.Device].Error, LastContact: lastSeen[id]})
 			}
 		} else {
 			shared, err := s.cfg.DB.FolderDevices(ctx, f.ID)
@@ -250,13 +274,13 @@ func (s *Server) postShare(c echo.Context) error {
 		if req.NewPassword != "" {
 			newPw = []byte(req.NewPassword)
 		}
-		err := s.cfg.Engine.ShareEncrypted(ctx, f.ID, id, []byte(req.Password), newPw)
+		err := s.cfg.Backup.ShareEncrypted(ctx, f.ID, id, []byte(req.Password), newPw)
 		switch {
 		case errors.Is(err, crypt.ErrWrongPassword):
 			return echo.NewHTTPError(http.StatusForbidden, err.Error())
-		case errors.Is(err, engine.ErrKeyMismatch):
+		case errors.Is(err, backup.ErrKeyMismatch):
 			return echo.NewHTTPError(http.StatusConflict, err.Error())
-		case errors.Is(err, engine.ErrNotConnected):
+		case errors.Is(err, backup.ErrNotConnected):
 			return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
 		case err != nil:
 			return err

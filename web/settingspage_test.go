@@ -15,6 +15,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/backup"
 	"lockstep/sync/engine"
 	"lockstep/sync/receiver"
 	"lockstep/sync/versions"
@@ -26,7 +27,7 @@ type settingsEngine struct {
 	fakeEngine
 	mu       sync.Mutex
 	policy   versions.Policy
-	remote   []engine.ReceiverVersion // newest first
+	remote   []backup.ReceiverVersion // newest first
 	restored []string                 // "<id>,<id>→<toDir>"
 }
 
@@ -49,14 +50,14 @@ func (e *settingsEngine) SetVersioning(_ context.Context, folderID string, p ver
 	return nil
 }
 
-func (e *settingsEngine) ReceiverVersions(_ context.Context, folderID, path string) ([]engine.ReceiverVersion, error) {
+func (e *settingsEngine) ReceiverVersions(_ context.Context, folderID, path string) ([]backup.ReceiverVersion, error) {
 	if folderID != "docs" {
 		return nil, engine.ErrNoFolder
 	}
 	return e.remote, nil
 }
 
-func (e *settingsEngine) RestoreFromReceiver(_ context.Context, folderID string, vs []engine.ReceiverVersion, toDir string) ([]string, error) {
+func (e *settingsEngine) RestoreFromReceiver(_ context.Context, folderID string, vs []backup.ReceiverVersion, toDir string) ([]string, error) {
 	var ids, out []string
 	for _, v := range vs {
 		ids = append(ids, v.ID)
@@ -141,7 +142,7 @@ func newSettingsServer(t *testing.T) (string, *settingsEngine, *fakeReceiver, *h
 	var id, recv crypt.DeviceID
 	id[0], recv[0] = 7, 0xab
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	eng := &settingsEngine{remote: []engine.ReceiverVersion{
+	eng := &settingsEngine{remote: []backup.ReceiverVersion{
 		{Path: evilName, ID: "ab-3", Stored: base.Add(3 * time.Hour), Deleted: true, Receiver: recv},
 		{Path: "b.txt", ID: "ab-2", Stored: base.Add(2 * time.Hour), Size: 3, Receiver: recv},
 		{Path: evilName, ID: "ab-1", Stored: base.Add(time.Hour), Size: 15, Receiver: recv},

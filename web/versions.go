@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lockstep/storage/db"
+	"lockstep/sync/backup"
 	"lockstep/sync/engine"
 	"lockstep/sync/receiver"
 	"lockstep/sync/versions"
@@ -93,7 +94,7 @@ func (s *Server) fileVersions(ctx context.Context, id, path string) ([]FileVersi
 	if err != nil {
 		return nil, folderError(id, err)
 	}
-	rvs, err := s.cfg.Engine.ReceiverVersions(ctx, id, path)
+	rvs, err := s.cfg.Backup.ReceiverVersions(ctx, id, path)
 	if err != nil {
 		return nil, folderError(id, err)
 	}
@@ -133,21 +134,21 @@ func (s *Server) postRestore(c echo.Context) error {
 	case req.Version != "" && req.At != "":
 		return badRequest("give --version or --at, not both")
 	}
-	rvs, err := s.cfg.Engine.ReceiverVersions(ctx, id, req.Path)
+	rvs, err := s.cfg.Backup.ReceiverVersions(ctx, id, req.Path)
 	if err != nil {
 		return folderError(id, err)
 	}
-	if engine.IsReceiverVersion(req.Version) {
+	if backup.IsReceiverVersion(req.Version) {
 		for _, v := range rvs {
 			if v.ID == req.Version {
-				return s.restoreFromReceiver(c, id, []engine.ReceiverVersion{v}, req.To)
+				return s.restoreFromReceiver(c, id, []backup.ReceiverVersion{v}, req.To)
 			}
 		}
 		return echo.NewHTTPError(http.StatusNotFound, "no connected receiver holds that version")
 	}
 	if req.At != "" {
 		if v, ok := receiverPick(rvs, at); ok {
-			return s.restoreFromReceiver(c, id, []engine.ReceiverVersion{v}, req.To)
+			return s.restoreFromReceiver(c, id, []backup.ReceiverVersion{v}, req.To)
 		}
 	}
 	version := req.Version
@@ -170,47 +171,47 @@ func (s *Server) postRestore(c echo.Context) error {
 // receiverPick chooses among a file's receiver versions (newest first)
 // the one current at a time: the newest stored by then, unless that is a
 // deletion.
-func receiverPick(rvs []engine.ReceiverVersion, at time.Time) (engine.ReceiverVersion, bool) {
+func receiverPick(rvs []backup.ReceiverVersion, at time.Time) (backup.ReceiverVersion, bool) {
 	for _, v := range rvs {
 		if v.Stored.After(at) {
 			continue
 		}
 		if v.Deleted {
-			return engine.ReceiverVersion{}, false
+			return backup.ReceiverVersion{}, false
 		}
 		return v, true
 	}
-	return engine.ReceiverVersion{}, false
+	return backup.ReceiverVersion{}, false
 }
 
 // restoreAll writes the whole folder as it was at a time, from a receiver.
 func (s *Server) restoreAll(c echo.Context, id string, at time.Time, to string) error {
-	rvs, err := s.cfg.Engine.ReceiverVersions(c.Request().Context(), id, "")
+	rvs, err := s.cfg.Backup.ReceiverVersions(c.Request().Context(), id, "")
 	if err != nil {
 		return folderError(id, err)
 	}
 	if len(rvs) == 0 {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "no connected receiver holds versions of this folder")
 	}
-	byPath := map[string]engine.ReceiverVersion{}
+	byPath := map[string]backup.ReceiverVersion{}
 	for _, v := range rvs { // newest first: the first at or before at wins
 		if _, done := byPath[v.Path]; done || v.Stored.After(at) {
 			continue
 		}
 		byPath[v.Path] = v
 	}
-	var pick []engine.ReceiverVersion
+	var pick []backup.ReceiverVersion
 	for _, v := range byPath {
 		if !v.Deleted {
 			pick = append(pick, v)
 		}
 	}
-	slices.SortFunc(pick, func(a, b engine.ReceiverVersion) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(pick, func(a, b backup.ReceiverVersion) int { return strings.Compare(a.Path, b.Path) })
 	return s.restoreFromReceiver(c, id, pick, to)
 }
 
-func (s *Server) restoreFromReceiver(c echo.Context, id string, vs []engine.ReceiverVersion, to string) error {
-	done, err := s.cfg.Engine.RestoreFromReceiver(c.Request().Context(), id, vs, to)
+func (s *Server) restoreFromReceiver(c echo.Context, id string, vs []backup.ReceiverVersion, to string) error {
+	done, err := s.cfg.Backup.RestoreFromReceiver(c.Request().Context(), id, vs, to)
 	if err != nil {
 		return folderError(id, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/backup"
 	"lockstep/sync/engine"
 	"lockstep/sync/versions"
 )
@@ -23,7 +24,7 @@ import (
 type versionsEngine struct {
 	fakeEngine
 	local    []versions.Version       // newest first
-	remote   []engine.ReceiverVersion // newest first
+	remote   []backup.ReceiverVersion // newest first
 	failWith error                    // RestoreVersion's error, if any
 	mu       sync.Mutex
 	restored []string // "<version>→<toDir>"
@@ -42,11 +43,11 @@ func (e *versionsEngine) Versions(_ context.Context, folderID, path string) ([]v
 	return out, nil
 }
 
-func (e *versionsEngine) ReceiverVersions(_ context.Context, folderID, path string) ([]engine.ReceiverVersion, error) {
+func (e *versionsEngine) ReceiverVersions(_ context.Context, folderID, path string) ([]backup.ReceiverVersion, error) {
 	if folderID != "docs" {
 		return nil, engine.ErrNoFolder
 	}
-	var out []engine.ReceiverVersion
+	var out []backup.ReceiverVersion
 	for _, v := range e.remote {
 		if path == "" || v.Path == path {
 			out = append(out, v)
@@ -87,7 +88,7 @@ func newVersionsServer(t *testing.T) (string, *versionsEngine, *http.Client) {
 			{Path: evilName, ID: "v-old", Time: base, Size: 10},
 			{Path: "report.txt", ID: "r-1", Time: base, Size: 5},
 		},
-		remote: []engine.ReceiverVersion{
+		remote: []backup.ReceiverVersion{
 			{Path: evilName, ID: "ab-3", Stored: base.Add(3 * time.Hour), Deleted: true, Receiver: recv},
 			{Path: evilName, ID: "ab-1", Stored: base.Add(time.Hour), Size: 15, Receiver: recv},
 		},

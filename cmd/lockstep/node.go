@@ -19,9 +19,11 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/storage/home"
+	"lockstep/sync/backup"
 	"lockstep/sync/connections"
 	"lockstep/sync/engine"
 	"lockstep/sync/receiver"
+	"lockstep/sync/router"
 	"lockstep/web"
 )
 
@@ -115,7 +117,11 @@ func runNode(parent context.Context, opts nodeOptions) error {
 			folderRoot = filepath.Join(h, "Sync")
 		}
 	}
-	eng := engine.New(id.ID, database, log, engine.Options{Receiver: recv})
+	rt := router.New(id.ID, database, log)
+	eng := engine.New(id.ID, database, log, engine.Options{Net: rt})
+	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{})
+	eng.SetSealed(bk)
+	rt.Handle(eng, bk, recv)
 	reg := &registry{db: database, self: id.ID}
 	find, err := newFinder(ctx, id, opts.Find, log)
 	if err != nil {
@@ -124,7 +130,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	conns, err := connections.New(ctx, connections.Config{
 		Identity: id,
 		Registry: reg,
-		Handler:  &peerHandler{id: id, name: id.Leaf.Subject.CommonName, log: log, engine: eng},
+		Handler:  &peerHandler{id: id, name: id.Leaf.Subject.CommonName, log: log, router: rt},
 		Listen:   opts.Listen,
 		Logger:   log,
 		Resolver: find,
@@ -145,7 +151,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Receiver: recv, Discovery: find, Home: opts.Home, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Discovery: find, Home: opts.Home, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}
@@ -198,4 +204,18 @@ func rebuildIfLost(ctx context.Context, database *db.DB, store blob.Store, log *
 	}
 	log.Info("rebuilt encrypted folders from the store", "folders", ids)
 	return nil
+}
+
+// engineFolders hands trusted sync's running folders to backup.
+type engineFolders struct{ *engine.Engine }
+
+func (e engineFolders) Folder(id string) backup.Folder {
+	if h, ok := e.Engine.Folder(id); ok {
+		return h
+	}
+	return nil
+}
+
+func (e engineFolders) Each(fn func(backup.Folder)) {
+	e.EachFolder(func(h engine.Folder) { fn(h) })
 }

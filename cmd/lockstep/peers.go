@@ -7,8 +7,8 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/sync/connections"
-	"lockstep/sync/engine"
 	"lockstep/sync/protocol"
+	"lockstep/sync/router"
 )
 
 // version is the implementation version, sent in Hello messages; the
@@ -21,7 +21,7 @@ type peerHandler struct {
 	id     *crypt.Identity
 	name   string
 	log    *slog.Logger
-	engine *engine.Engine
+	router *router.Router
 }
 
 func (h *peerHandler) ServeConn(ctx context.Context, c *connections.Conn) error {
@@ -35,7 +35,7 @@ func (h *peerHandler) ServeConn(ctx context.Context, c *connections.Conn) error 
 	}
 	c.MarkReady()
 	h.log.Info("device connected", "device", c.ID.String(), "name", hello.DeviceName, "addr", c.Addr, "client", hello.ClientName+" "+hello.ClientVersion)
-	err = h.engine.ServeConn(ctx, c.ID, c)
+	err = h.router.ServeConn(ctx, c.ID, c)
 	h.log.Info("device disconnected", "device", c.ID.String(), "reason", err)
 	return err
 }

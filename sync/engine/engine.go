@@ -1,12 +1,15 @@
-// Package engine keeps folders in sync with peers: it scans local changes
-// into the index, exchanges indexes over protocol connections, and pulls
-// what the global state says this node needs.
+// Package engine is trusted two-way sync: it scans local changes into the
+// index, exchanges indexes with trusted peers, and pulls what the global
+// state says this node needs.
 //
-// The Engine routes between connections and folders; each folder runs one
-// goroutine that serialises its scans and pulls, so a file is never scanned
-// and replaced at the same time. Peers' messages arrive on connection reader
-// goroutines and only touch the index (which is safe for concurrent use)
-// and wake the folder.
+// The router (sync/router) hands it the messages of folders shared with
+// trusted peers; each folder runs one goroutine that serialises its scans
+// and pulls, so a file is never scanned and replaced at the same time.
+// Peers' messages arrive on connection reader goroutines and only touch
+// the index (which is safe for concurrent use) and wake the folder. The
+// sending side of encrypted shares (sync/backup) uses the running folders
+// through Folder handles, and the puller fetches from receivers through
+// it (Options.Sealed).
 //
 // Invariants:
 //   - Nothing from a peer reaches the disk without passing index.FromWire (names,
@@ -25,15 +28,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/index"
 	"lockstep/sync/protocol"
-	"lockstep/sync/receiver"
 	"lockstep/sync/scan"
 )
 
@@ -49,26 +50,25 @@ type Engine struct {
 	ctx     context.Context // Serve's; set before ready closes
 	folders map[string]*folder
 	stops   map[string]context.CancelFunc
-	conns   map[crypt.DeviceID]*peerConn
+	links   map[crypt.DeviceID]*link
 	wg      sync.WaitGroup
-
-	recv Receiver // this node's encrypted folders, or nil
-
-	claims claimSignal // a receiver served back more of this node's records
 }
 
-// Receiver is the untrusted side of encrypted folders (sync/receiver): the
-// engine runs the connections and hands it every message about a folder
-// it holds.
-type Receiver interface {
-	Reload(ctx context.Context) error
-	Holds(folderID string) bool
-	ClusterFolders(ctx context.Context, peer crypt.DeviceID) []*protocol.Folder
-	ClusterConfig(ctx context.Context, p receiver.Peer, wf *protocol.Folder) error
-	SealedIndex(p receiver.Peer, idx *protocol.SealedIndex) error
-	SealedAck(p receiver.Peer, ack *protocol.SealedAck) error
-	Request(ctx context.Context, peer crypt.DeviceID, req *protocol.Request) ([]byte, error)
-	Closed(p receiver.Peer)
+// Network is how the engine reaches its peers (sync/router).
+type Network interface {
+	Connected(peer crypt.DeviceID) bool
+	RequestPeer(ctx context.Context, peer crypt.DeviceID, req *protocol.Request) ([]byte, error)
+	// Refresh tells every peer the configuration, after Reload changed it.
+	Refresh(ctx context.Context)
+	// Announce tells the trusted peers sharing folderID its new entry.
+	Announce(ctx context.Context, folderID string)
+}
+
+// Sealed fetches blocks from a folder's untrusted receivers (sync/backup).
+type Sealed interface {
+	// SealedBlock returns the block's plaintext, opened and checked
+	// against its hash, to give back with protocol.Recycle.
+	SealedBlock(ctx context.Context, folderID string, peer crypt.DeviceID, b index.Block) ([]byte, error)
 }
 
 // Options tune an Engine.
@@ -80,9 +80,10 @@ type Options struct {
 	RescanInterval time.Duration
 	// WatchDelay is how long the watcher gathers events (default 50 ms).
 	WatchDelay time.Duration
-	// Receiver runs the node's encrypted folders; without it they are
-	// not served.
-	Receiver Receiver
+	// Net reaches the peers; Sealed fetches from receivers. Both must be
+	// set before Serve.
+	Net    Network
+	Sealed Sealed
 }
 
 // New returns an engine for the node id with its database.
@@ -101,10 +102,13 @@ func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, opts Options) *En
 		ready:   make(chan struct{}),
 		folders: map[string]*folder{},
 		stops:   map[string]context.CancelFunc{},
-		conns:   map[crypt.DeviceID]*peerConn{},
-		recv:    opts.Receiver,
+		links:   map[crypt.DeviceID]*link{},
 	}
 }
+
+// SetSealed sets Options.Sealed, for a Sealed made after the engine (it
+// needs the engine's folders). Call it before Serve.
+func (e *Engine) SetSealed(s Sealed) { e.opts.Sealed = s }
 
 // Serve starts the configured folders and runs until ctx ends.
 func (e *Engine) Serve(ctx context.Context) error {
@@ -135,11 +139,6 @@ func (e *Engine) Reload(ctx context.Context) error {
 			want[f.ID] = f
 		}
 	}
-	if e.recv != nil {
-		if err := e.recv.Reload(ctx); err != nil {
-			e.log.Warn("loading encrypted folders", "err", err)
-		}
-	}
 	e.mu.Lock()
 	base := e.ctx
 	var started []*folder
@@ -167,40 +166,14 @@ func (e *Engine) Reload(ctx context.Context) error {
 		started = append(started, f)
 		e.wg.Go(func() { f.serve(fctx) })
 	}
-	conns := make([]*peerConn, 0, len(e.conns))
-	for _, pc := range e.conns {
-		conns = append(conns, pc)
-	}
 	e.mu.Unlock()
 	for _, f := range started {
 		if err := f.refreshShares(ctx); err != nil {
 			e.log.Warn("reading folder shares", "folder", f.id, "err", err)
 		}
 	}
-	for _, pc := range conns {
-		pc.sendClusterConfig(ctx)
-		if err := pc.reconcile(); err != nil {
-			e.log.Warn("applying peer's folders", "device", pc.id.String(), "err", err)
-		}
-	}
+	e.opts.Net.Refresh(ctx)
 	return nil
-}
-
-// announceFolder sends a new cluster config to the connected trusted
-// peers that share f, when something they act on changed (its polynomial
-// was fixed).
-func (e *Engine) announceFolder(ctx context.Context, f *folder) {
-	e.mu.Lock()
-	conns := make([]*peerConn, 0, len(e.conns))
-	for _, pc := range e.conns {
-		conns = append(conns, pc)
-	}
-	e.mu.Unlock()
-	for _, pc := range conns {
-		if f.sharedWith(pc.id) && !f.untrusted(pc.id) {
-			pc.sendClusterConfig(ctx)
-		}
-	}
 }
 
 func (e *Engine) folder(id string) *folder {
@@ -244,49 +217,25 @@ func (e *Engine) AllowDeletes(folderID string) error {
 // it on first use. A new ID (a reset database) makes peers send everything
 // again and forget what they had of this node.
 func (e *Engine) indexID(ctx context.Context, folderID string) (uint64, error) {
-	key := "index-id/" + folderID
-	s, err := e.db.Setting(ctx, key)
-	if err == nil {
-		return strconv.ParseUint(s, 10, 64)
-	}
+	id, err := e.db.IndexID(ctx, folderID)
 	if !errors.Is(err, db.ErrNotFound) {
-		return 0, err
+		return id, err
 	}
 	var b [8]byte
 	rand.Read(b[:])
-	id := binary.BigEndian.Uint64(b[:]) | 1
-	return id, e.db.SetSetting(ctx, key, strconv.FormatUint(id, 10))
+	id = binary.BigEndian.Uint64(b[:]) | 1
+	return id, e.db.SetIndexID(ctx, folderID, id)
 }
 
 // peerIndexID is the index ID a peer last announced for a folder, 0 if none.
 func (e *Engine) peerIndexID(ctx context.Context, folderID string, peer crypt.DeviceID) uint64 {
-	s, err := e.db.Setting(ctx, "peer-index-id/"+folderID+"/"+peer.String())
-	if err != nil {
-		return 0
+	id, err := e.db.PeerIndexID(ctx, folderID, peer.String())
+	if err != nil && !errors.Is(err, db.ErrNotFound) {
+		e.log.Warn("reading a peer's index ID", "folder", folderID, "device", peer.String(), "err", err)
 	}
-	id, _ := strconv.ParseUint(s, 10, 64)
 	return id
 }
 
 func (e *Engine) setPeerIndexID(ctx context.Context, folderID string, peer crypt.DeviceID, id uint64) error {
-	return e.db.SetSetting(ctx, "peer-index-id/"+folderID+"/"+peer.String(), strconv.FormatUint(id, 10))
+	return e.db.SetPeerIndexID(ctx, folderID, peer.String(), id)
 }
-
-// sharesHeld reports whether an encrypted folder of this node is shared
-// with peer.
-func (e *Engine) sharesHeld(ctx context.Context, folderID string, peer crypt.DeviceID) bool {
-	devs, err := e.db.FolderDevices(ctx, folderID)
-	if err != nil {
-		return false
-	}
-	return slices.Contains(devs, peer.String())
-}
-
-// conn returns the live connection to a peer, or nil.
-func (e *Engine) conn(id crypt.DeviceID) *peerConn {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.conns[id]
-}
-
-var _ protocol.Model = (*Engine)(nil)

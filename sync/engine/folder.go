@@ -58,30 +58,14 @@ type folder struct {
 	pullDone   int64         // bytes of it done
 	lastPulled time.Time
 
-	receivers map[crypt.DeviceID]bool   // shares that are untrusted receivers
-	recvErrs  map[crypt.DeviceID]string // latest problem with each receiver
-	forkErrs  map[crypt.DeviceID]string // receivers found forking their log (fork.go)
-
-	forks forkWatch // peers' claims about receivers, to check
+	receivers map[crypt.DeviceID]bool // shares that are untrusted receivers
 
 	archive *versions.Archive // nil: versioning off
-
-	keysMu    sync.Mutex
-	keysCache *crypt.Keys // the folder key's subkeys, once loaded
-	presealed presealed   // small chunks sealed while a share's scrypt ran
 
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead; bytes read by scans to be chunked.
 	pulledBytes, reusedBytes, pulledBlocks atomic.Int64
 	hashedBytes                            atomic.Int64
-	// Since start: records and chunks from receivers that failed
-	// verification.
-	tamperedRecords, tamperedChunks atomic.Int64
-
-	// The restore from receivers under way, for progress reports.
-	restoring                       atomic.Bool
-	restoreFiles, restoreFilesTotal atomic.Int64
-	restoreBytes, restoreBytesTotal atomic.Int64
 }
 
 func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
@@ -105,7 +89,6 @@ func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
 		cfg:       cfg,
 		shares:    map[crypt.DeviceID]bool{},
 		receivers: map[crypt.DeviceID]bool{},
-		recvErrs:  map[crypt.DeviceID]string{},
 		state:     StateIdle,
 		changed:   make(chan struct{}),
 		scanAll:   true,
@@ -141,11 +124,16 @@ func (f *folder) refreshShares(ctx context.Context) error {
 	f.shares = m
 	f.receivers = recv
 	f.mu.Unlock()
-	f.keysMu.Lock()
-	f.keysCache = nil // the key may have been set by a new share
-	f.keysMu.Unlock()
 	f.requestPull()
 	return nil
+}
+
+// untrusted reports whether dev is a receiver of this folder: it shares
+// the folder and is marked untrusted.
+func (f *folder) untrusted(dev crypt.DeviceID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.receivers[dev]
 }
 
 func (f *folder) sharedWith(id crypt.DeviceID) bool {

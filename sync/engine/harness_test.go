@@ -5,13 +5,18 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/restic/chunker"
 
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/backup"
 	"lockstep/sync/index"
+	"lockstep/sync/router"
 )
 
 // startEngine runs an engine (device ID 9) over a fresh SQLite database
@@ -19,25 +24,25 @@ import (
 // once the folder runs and knows its shares.
 func startEngine(t *testing.T, dir string, devs ...db.Device) *Engine {
 	t.Helper()
-	return startEngineWith(t, crypt.DeviceID{9}, nil, dir, devs...)
+	return startEngineWith(t, crypt.DeviceID{9}, 0, dir, devs...)
 }
 
-// startEngineWith is startEngine for device id, with settings stored in
-// its database before it starts.
-func startEngineWith(t *testing.T, id crypt.DeviceID, settings map[string]string, dir string, devs ...db.Device) *Engine {
+// startEngineWith is startEngine for device id, with the folder's
+// chunking polynomial set to pol (unless 0) before it starts.
+func startEngineWith(t *testing.T, id crypt.DeviceID, pol chunker.Pol, dir string, devs ...db.Device) *Engine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range settings {
-		if err := d.SetSetting(ctx, k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: dir, Type: db.SendReceive}); err != nil {
 		t.Fatal(err)
+	}
+	if pol != 0 {
+		if err := d.SetPolynomial(ctx, "f", uint64(pol)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, dev := range devs {
 		if err := d.PutDevice(ctx, dev); err != nil {
@@ -47,7 +52,7 @@ func startEngineWith(t *testing.T, id crypt.DeviceID, settings map[string]string
 			t.Fatal(err)
 		}
 	}
-	e := New(id, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	e := newWired(id, d)
 	done := make(chan error, 1)
 	go func() { done <- e.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; d.Close() })
@@ -92,3 +97,31 @@ func testKeys(t *testing.T, b byte) *crypt.Keys {
 	}
 	return k
 }
+
+// routers holds each test engine's router, for connect.
+var routers sync.Map // *Engine -> *router.Router
+
+// newWired returns an engine wired as a node wires it: a router in front
+// and backup beside it.
+func newWired(id crypt.DeviceID, d *db.DB) *Engine {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := router.New(id, d, log)
+	e := New(id, d, log, Options{Net: r})
+	b := backup.New(id, d, log, testFolders{e}, r, backup.Options{})
+	e.SetSealed(b)
+	r.Handle(e, b, nil)
+	routers.Store(e, r)
+	return e
+}
+
+// testFolders hands the engine's folders to backup, as cmd does.
+type testFolders struct{ *Engine }
+
+func (e testFolders) Folder(id string) backup.Folder {
+	if h, ok := e.Engine.Folder(id); ok {
+		return h
+	}
+	return nil
+}
+
+func (e testFolders) Each(fn func(backup.Folder)) { e.EachFolder(func(h Folder) { fn(h) }) }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/router"
 )
 
 // TestScanKeepsItsPolynomial: a device scanning a full folder and an empty
@@ -39,8 +39,8 @@ func TestScanKeepsItsPolynomial(t *testing.T) {
 	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
 	// The empty one first, so that the full one's scan is under way (a
 	// scan stores its first records after 1,000 files) when they connect.
-	b := startEngineWith(t, idB, map[string]string{"polynomial/f": strconv.FormatUint(uint64(small), 10)}, empty, db.Device{ID: idA.String()})
-	a := startEngineWith(t, idA, map[string]string{"polynomial/f": strconv.FormatUint(uint64(large), 10)}, full, db.Device{ID: idB.String()})
+	b := startEngineWith(t, idB, small, empty, db.Device{ID: idA.String()})
+	a := startEngineWith(t, idA, large, full, db.Device{ID: idB.String()})
 	connect(t, a, b)
 
 	waitFor(t, "b to have every file", func() bool {
@@ -80,8 +80,10 @@ func connect(t *testing.T, a, b *Engine) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ca, cb := net.Pipe()
 	done := make(chan struct{}, 2)
-	go func() { a.ServeConn(ctx, b.id, ca); done <- struct{}{} }()
-	go func() { b.ServeConn(ctx, a.id, cb); done <- struct{}{} }()
+	ra, _ := routers.Load(a)
+	rb, _ := routers.Load(b)
+	go func() { ra.(*router.Router).ServeConn(ctx, b.id, ca); done <- struct{}{} }()
+	go func() { rb.(*router.Router).ServeConn(ctx, a.id, cb); done <- struct{}{} }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -103,19 +105,14 @@ func TestFixedPolynomialIsAnnounced(t *testing.T) {
 	full, empty := t.TempDir(), t.TempDir()
 	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
 	// b does not share the folder with a yet; a starts empty.
-	b := startEngineWith(t, idB, map[string]string{"polynomial/f": strconv.FormatUint(uint64(small), 10)}, empty)
-	a := startEngineWith(t, idA, map[string]string{"polynomial/f": strconv.FormatUint(uint64(large), 10)}, full, db.Device{ID: idB.String()})
+	b := startEngineWith(t, idB, small, empty)
+	a := startEngineWith(t, idA, large, full, db.Device{ID: idB.String()})
 	connect(t, a, b)
 	ctx := context.Background()
-	waitFor(t, "b to hear a's config", func() bool {
-		pc := b.conn(idA)
-		if pc == nil {
-			return false
-		}
-		pc.mu.Lock()
-		defer pc.mu.Unlock()
-		return pc.lastCC != nil
-	})
+	rb, _ := routers.Load(b)
+	if rb.(*router.Router).WaitPeer(ctx, idA, time.Minute) == nil {
+		t.Fatal("b did not hear a's config")
+	}
 
 	if err := os.WriteFile(filepath.Join(full, "x"), []byte("content"), 0o644); err != nil {
 		t.Fatal(err)

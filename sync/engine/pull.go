@@ -381,7 +381,7 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 	})
 	var lastErr error = errors.New("no connected device has it")
 	for _, p := range peers {
-		if !f.e.connected(p) {
+		if !f.e.opts.Net.Connected(p) {
 			continue
 		}
 		var data []byte
@@ -390,9 +390,9 @@ func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block,
 		// was opened.
 		verified := f.untrusted(p)
 		if verified {
-			data, err = f.requestSealed(ctx, p, b)
+			data, err = f.e.opts.Sealed.SealedBlock(ctx, f.id, p, b)
 		} else {
-			data, err = f.e.request(ctx, p, &protocol.Request{
+			data, err = f.e.opts.Net.RequestPeer(ctx, p, &protocol.Request{
 				Folder: f.id, Name: r.Name, Offset: b.Offset, Size: b.Size, Hash: b.Hash[:],
 			})
 		}

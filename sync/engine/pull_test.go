@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -32,7 +30,7 @@ func idleFolder(t *testing.T) *folder {
 	if err := d.PutFolder(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	e := New(crypt.DeviceID{9}, d, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	e := newWired(crypt.DeviceID{9}, d)
 	f, err := newFolder(context.Background(), e, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +151,8 @@ func TestPullBarriersAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
-	b := startEngineWith(t, idB, nil, empty, db.Device{ID: idA.String()})
-	a := startEngineWith(t, idA, nil, full, db.Device{ID: idB.String()})
+	b := startEngineWith(t, idB, 0, empty, db.Device{ID: idA.String()})
+	a := startEngineWith(t, idA, 0, full, db.Device{ID: idB.String()})
 	fb := b.folder("f")
 	var barriers atomic.Int64
 	fb.ahead = syncahead.New(func() error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"strconv"
 	"time"
 
 	"github.com/restic/chunker"
@@ -147,11 +146,9 @@ func (f *folder) polynomialState(ctx context.Context) (pol chunker.Pol, fixed bo
 }
 
 func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
-	key := "polynomial/" + f.id
-	s, err := f.e.db.Setting(ctx, key)
+	v, _, err := f.e.db.Polynomial(ctx, f.id)
 	if err == nil {
-		v, err := strconv.ParseUint(s, 10, 64)
-		return chunker.Pol(v), err
+		return chunker.Pol(v), nil
 	}
 	if !errors.Is(err, db.ErrNotFound) {
 		return 0, err
@@ -160,7 +157,7 @@ func (f *folder) polynomialLocked(ctx context.Context) (chunker.Pol, error) {
 	if err != nil {
 		return 0, err
 	}
-	return p, f.e.db.SetSetting(ctx, key, strconv.FormatUint(uint64(p), 10))
+	return p, f.e.db.SetPolynomial(ctx, f.id, uint64(p))
 }
 
 // fixPolynomial is called before a scan chunks its first file: it checks
@@ -176,7 +173,7 @@ func (f *folder) fixPolynomial(ctx context.Context, pol chunker.Pol) error {
 	if err != nil || !fixed {
 		return err
 	}
-	f.e.announceFolder(ctx, f)
+	f.e.opts.Net.Announce(ctx, f.id)
 	return nil
 }
 
@@ -194,14 +191,14 @@ func (f *folder) markFixed(ctx context.Context, pol chunker.Pol) (bool, error) {
 	if cur != pol {
 		return false, errPolynomialChanged
 	}
-	return true, f.e.db.SetSetting(ctx, "polynomial-fixed/"+f.id, "1")
+	return true, f.e.db.FixPolynomial(ctx, f.id)
 }
 
 // polFixed reports whether the folder's polynomial never changes again: a
 // scan began to chunk files with it, or the folder holds files. Callers
 // hold polMu.
 func (f *folder) polFixed(ctx context.Context) bool {
-	if v, err := f.e.db.Setting(ctx, "polynomial-fixed/"+f.id); err == nil && v == "1" {
+	if _, fixed, err := f.e.db.Polynomial(ctx, f.id); err == nil && fixed {
 		return true
 	}
 	fixed := false
@@ -237,7 +234,7 @@ func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theirsFixed
 		return nil
 	}
 	f.log.Debug("adopting a peer's chunking polynomial")
-	return f.e.db.SetSetting(ctx, "polynomial/"+f.id, strconv.FormatUint(theirs, 10))
+	return f.e.db.SetPolynomial(ctx, f.id, theirs)
 }
 
 var errStop = errors.New("stop")

@@ -20,14 +20,7 @@ type FolderStatus struct {
 	// HashedBytes counts, since the node started, the bytes its scans read
 	// to chunk and hash files.
 	HashedBytes int64
-	// TamperedRecords and TamperedChunks count, since the node started,
-	// records and chunks from receivers that failed verification (never
-	// used).
-	TamperedRecords, TamperedChunks int64
-	// Restoring: a restore from receivers is under way, this far.
-	Restoring                                                        bool
-	RestoreFiles, RestoreFilesTotal, RestoreBytes, RestoreBytesTotal int64
-	Peers                                                            []PeerStatus
+	Peers       []PeerStatus
 }
 
 // PeerStatus is how far a peer sharing the folder is.
@@ -35,12 +28,9 @@ type PeerStatus struct {
 	Device     crypt.DeviceID
 	Connected  bool
 	Completion float64
-	// Untrusted: the peer is a receiver of the folder.
+	// Untrusted: the peer is a receiver of the folder (sync/backup
+	// reports how it stands).
 	Untrusted bool
-	// Error is the problem with a receiver: a fork of its log (which stays
-	// until disproved), else the latest other one (rollback, tampering,
-	// missing key), or "".
-	Error string
 }
 
 // FolderStatus reports a running folder's state; ok is false for a folder
@@ -57,20 +47,14 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	}
 	shares := make([]PeerStatus, 0, len(f.shares))
 	for d := range f.shares {
-		shares = append(shares, PeerStatus{Device: d, Untrusted: f.receivers[d], Error: f.receiverError(d)})
+		shares = append(shares, PeerStatus{Device: d, Untrusted: f.receivers[d]})
 	}
 	f.mu.Unlock()
 	st.Counts = f.set.Counts()
 	st.PulledBytes, st.ReusedBytes, st.PulledBlocks = f.pulledBytes.Load(), f.reusedBytes.Load(), f.pulledBlocks.Load()
 	st.HashedBytes = f.hashedBytes.Load()
-	st.TamperedRecords, st.TamperedChunks = f.tamperedRecords.Load(), f.tamperedChunks.Load()
-	if f.restoring.Load() {
-		st.Restoring = true
-		st.RestoreFiles, st.RestoreFilesTotal = f.restoreFiles.Load(), f.restoreFilesTotal.Load()
-		st.RestoreBytes, st.RestoreBytesTotal = f.restoreBytes.Load(), f.restoreBytesTotal.Load()
-	}
 	for _, p := range shares {
-		p.Connected, p.Completion = e.connected(p.Device), f.set.Completion(p.Device)
+		p.Connected, p.Completion = e.opts.Net.Connected(p.Device), f.set.Completion(p.Device)
 		st.Peers = append(st.Peers, p)
 	}
 	return st, true

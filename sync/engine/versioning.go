@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +18,6 @@ import (
 
 // Versioning: a file that a peer's change replaces or deletes goes to the
 // folder's archive first (sync/versions), when the folder has a policy.
-
-func versioningSetting(folderID string) string { return "versioning/" + folderID }
 
 // versionCleanInterval is how often a folder applies its versioning
 // policy on its own (prune does it on demand).
@@ -48,18 +45,14 @@ var ErrNoFolder = errors.New("no such folder")
 
 // versioningPolicy reads a folder's policy; none when unset.
 func (e *Engine) versioningPolicy(ctx context.Context, folderID string) (versions.Policy, error) {
-	s, err := e.db.Setting(ctx, versioningSetting(folderID))
+	p, err := e.db.VersioningPolicy(ctx, folderID)
 	if errors.Is(err, db.ErrNotFound) {
 		return versions.Policy{Type: versions.None}, nil
 	}
 	if err != nil {
 		return versions.Policy{}, err
 	}
-	var p versions.Policy
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
-		return versions.Policy{}, fmt.Errorf("stored versioning policy of %s: %w", folderID, err)
-	}
-	return p, nil
+	return versions.Policy{Type: versions.Type(p.Type), Keep: p.Keep, Days: p.Days}, nil
 }
 
 // Versioning returns a folder's versioning policy.
@@ -77,11 +70,7 @@ func (e *Engine) SetVersioning(ctx context.Context, folderID string, p versions.
 	if f == nil {
 		return fmt.Errorf("%w: %q", ErrNoFolder, folderID)
 	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	if err := e.db.SetSetting(ctx, versioningSetting(folderID), string(b)); err != nil {
+	if err := e.db.SetVersioningPolicy(ctx, folderID, db.VersioningPolicy{Type: string(p.Type), Keep: p.Keep, Days: p.Days}); err != nil {
 		return err
 	}
 	f.setArchive(versions.New(f.fs, p), p)

@@ -1,19 +1,18 @@
-package engine
+package backup
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/sync/router"
 )
 
 // Fork detection between trusted devices. A receiver could show devices
@@ -22,10 +21,10 @@ import (
 // so the rollback checks cannot see it; comparing notes can.
 //
 // Each device D remembers, per (folder, receiver R): the highest of its
-// own counters R served back and the R log sequence it came at
-// (receiver-held, receiver-held-at), and per origin O the highest counter
+// own counters R served back and the R log sequence it came at (its
+// db.ReceiverView's Held and HeldAt), and per origin O the highest counter
 // of O seen in R's log and the high-water mark R announced for O in its
-// ClusterConfig (receiver-origins, which covers records R pruned). All
+// ClusterConfig (db.ReceiverOrigins, which covers records R pruned). All
 // only go up while R's log ID stays the same.
 //
 // D tells each trusted peer E sharing the folder a claim: "R's log with
@@ -45,23 +44,11 @@ var claimInterval = 10 * time.Second
 // which only trusted devices exchange.
 var ErrUntrustedClaims = errors.New("receiver claims from an untrusted device")
 
-// heldAtSetting is the receiver's log sequence at which it served this
-// device's record whose counter is in heldSetting.
-func heldAtSetting(folderID string, dev crypt.DeviceID) string {
-	return "receiver-held-at/" + folderID + "/" + dev.String()
-}
-
-// originsSetting holds, per origin, the highest counter seen in a
-// receiver's log and the receiver's announced high-water mark (JSON).
-func originsSetting(folderID string, dev crypt.DeviceID) string {
-	return "receiver-origins/" + folderID + "/" + dev.String()
-}
-
 // originMark is what this device knows of one origin's records on a
 // receiver.
 type originMark struct {
-	Seen uint64 `json:"seen,omitempty"` // highest counter read in the receiver's log
-	Mark uint64 `json:"mark,omitempty"` // highest counter the receiver says it holds
+	Seen uint64 // highest counter read in the receiver's log
+	Mark uint64 // highest counter the receiver says it holds
 }
 
 // claim is one receiver claim: origin's record with this counter is in
@@ -113,69 +100,51 @@ type forkWatch struct {
 }
 
 // originMarks reads what this device knows per origin of receiver's log.
-func (e *Engine) originMarks(ctx context.Context, folderID string, receiver crypt.DeviceID) map[crypt.DeviceID]originMark {
+func (b *Backup) originMarks(ctx context.Context, folderID string, receiver crypt.DeviceID) map[crypt.DeviceID]originMark {
 	out := map[crypt.DeviceID]originMark{}
-	s, err := e.db.Setting(ctx, originsSetting(folderID, receiver))
+	raw, err := b.db.ReceiverOrigins(ctx, folderID, receiver.String())
 	if err != nil {
-		return out
-	}
-	var raw map[string]originMark
-	if json.Unmarshal([]byte(s), &raw) != nil {
+		b.log.Warn("reading what a receiver holds per device", "folder", folderID, "device", receiver.String(), "err", err)
 		return out
 	}
 	for k, m := range raw {
 		if id, err := crypt.ParseDeviceID(k); err == nil {
-			out[id] = m
+			out[id] = originMark{Seen: m.Seen, Mark: m.Mark}
 		}
 	}
 	return out
 }
 
 // raiseOrigins raises the stored seen counters and high-water marks of
-// receiver's log to those given, where higher; it writes only if one rose.
-func (f *folder) raiseOrigins(ctx context.Context, receiver crypt.DeviceID, seen, marks map[crypt.DeviceID]uint64) error {
-	f.forks.mu.Lock()
-	defer f.forks.mu.Unlock()
-	cur := f.e.originMarks(ctx, f.id, receiver)
-	rose := false
-	for o, n := range seen {
-		if m := cur[o]; n > m.Seen {
-			m.Seen, rose = n, true
-			cur[o] = m
-		}
-	}
-	for o, n := range marks {
-		if m := cur[o]; n > m.Mark {
-			m.Mark, rose = n, true
-			cur[o] = m
-		}
-	}
-	if !rose {
+// receiver's log to those given, where higher.
+func (b *Backup) raiseOrigins(ctx context.Context, folderID string, receiver crypt.DeviceID, seen, marks map[crypt.DeviceID]uint64) error {
+	if len(seen)+len(marks) == 0 {
 		return nil
 	}
-	raw := make(map[string]originMark, len(cur))
-	for o, m := range cur {
-		raw[o.String()] = m
+	fw := &b.share(folderID).forks
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	raise := map[string]db.OriginMark{}
+	for o, n := range seen {
+		m := raise[o.String()]
+		m.Seen = n
+		raise[o.String()] = m
 	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return err
+	for o, n := range marks {
+		m := raise[o.String()]
+		m.Mark = n
+		raise[o.String()] = m
 	}
-	return f.e.db.SetSetting(ctx, originsSetting(f.id, receiver), string(b))
+	return b.db.RaiseReceiverOrigins(ctx, folderID, receiver.String(), raise)
 }
 
-// forgetReceiverLog drops what this device knew of receiver's log beyond
-// its cursor and held counter (the caller drops those): the log started
-// over.
-func (f *folder) forgetReceiverLog(ctx context.Context, receiver crypt.DeviceID) error {
-	f.forks.mu.Lock()
-	defer f.forks.mu.Unlock()
-	for _, key := range []string{heldAtSetting(f.id, receiver), originsSetting(f.id, receiver)} {
-		if err := f.e.db.DeleteSetting(ctx, key); err != nil && !errors.Is(err, db.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+// forgetReceiverLog drops what this device knew of receiver's log: the
+// log started over.
+func (b *Backup) forgetReceiverLog(ctx context.Context, folderID string, receiver crypt.DeviceID) error {
+	fw := &b.share(folderID).forks
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return b.db.ForgetReceiverView(ctx, folderID, receiver.String())
 }
 
 // maxKeptClaims bounds the (receiver, origin) pairs a folder keeps
@@ -184,30 +153,33 @@ const maxKeptClaims = 4096
 
 // addClaims keeps claims for checking. Beyond maxKeptClaims pairs, claims
 // about new pairs are dropped.
-func (f *folder) addClaims(claims []claim) {
-	f.forks.mu.Lock()
-	defer f.forks.mu.Unlock()
-	if f.forks.claims == nil {
-		f.forks.claims = map[[2]crypt.DeviceID][]claim{}
+func (b *Backup) addClaims(folderID string, claims []claim) {
+	fw := &b.share(folderID).forks
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.claims == nil {
+		fw.claims = map[[2]crypt.DeviceID][]claim{}
 	}
 	for _, c := range claims {
 		k := [2]crypt.DeviceID{c.receiver, c.origin}
-		if _, ok := f.forks.claims[k]; !ok && len(f.forks.claims) >= maxKeptClaims {
-			f.log.Debug("too many receiver claims kept; dropping one", "receiver", c.receiver.String(), "device", c.origin.String())
+		if _, ok := fw.claims[k]; !ok && len(fw.claims) >= maxKeptClaims {
+			b.log.Debug("too many receiver claims kept; dropping one", "receiver", c.receiver.String(), "device", c.origin.String())
 			continue
 		}
-		f.forks.claims[k] = append(f.forks.claims[k], c)
+		fw.claims[k] = append(fw.claims[k], c)
 	}
 }
 
 // checkClaims judges the kept claims about receiver: those that hold are
 // dropped, a fork is reported (and stays reported until its claim holds),
 // the rest are kept for later.
-func (f *folder) checkClaims(ctx context.Context, receiver crypt.DeviceID) {
-	f.forks.mu.Lock()
-	defer f.forks.mu.Unlock()
+func (b *Backup) checkClaims(ctx context.Context, f Folder, receiver crypt.DeviceID) {
+	sh := b.share(f.ID())
+	fw := &sh.forks
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
 	var keys [][2]crypt.DeviceID
-	for k := range f.forks.claims {
+	for k := range fw.claims {
 		if k[0] == receiver {
 			keys = append(keys, k)
 		}
@@ -215,20 +187,19 @@ func (f *folder) checkClaims(ctx context.Context, receiver crypt.DeviceID) {
 	if len(keys) == 0 {
 		return
 	}
-	e := f.e
 	// The cursor is read before the origins, which are written before it:
 	// a cursor past s never comes with counters older than that.
-	logID := e.peerIndexID(ctx, f.id, receiver)
-	cursor := e.settingInt(ctx, logCursorSetting(f.id, receiver))
-	marks := e.originMarks(ctx, f.id, receiver)
+	logID := b.logID(ctx, f.ID(), receiver)
+	cursor := b.view(ctx, f.ID(), receiver).Cursor
+	marks := b.originMarks(ctx, f.ID(), receiver)
 	var fork *claim
 	for _, k := range keys {
 		var newest, forked *claim
-		for _, c := range f.forks.claims[k] {
+		for _, c := range fw.claims[k] {
 			v := receiverView{logID: logID, cursor: cursor, seen: marks[c.origin].Seen, mark: marks[c.origin].Mark}
 			switch judge(c, v) {
 			case claimHolds:
-				f.log.Debug("receiver claim holds", "receiver", receiver.String(), "device", c.origin.String(), "counter", c.counter, "sequence", c.sequence, "seen", v.seen, "mark", v.mark)
+				f.Log().Debug("receiver claim holds", "receiver", receiver.String(), "device", c.origin.String(), "counter", c.counter, "sequence", c.sequence, "seen", v.seen, "mark", v.mark)
 				continue
 			case claimForked:
 				if forked == nil || c.counter > forked.counter {
@@ -250,9 +221,9 @@ func (f *folder) checkClaims(ctx context.Context, receiver crypt.DeviceID) {
 			keep = append(keep, *newest)
 		}
 		if len(keep) == 0 {
-			delete(f.forks.claims, k)
+			delete(fw.claims, k)
 		} else {
-			f.forks.claims[k] = keep
+			fw.claims[k] = keep
 		}
 	}
 	msg := ""
@@ -260,35 +231,35 @@ func (f *folder) checkClaims(ctx context.Context, receiver crypt.DeviceID) {
 		msg = fmt.Sprintf("receiver %s forked its log: it showed device %s its record %d at log sequence %d, but this device has read that far without it",
 			receiver.Short(), fork.origin.Short(), fork.counter, fork.sequence)
 	}
-	if f.setForkError(receiver, msg) && msg != "" {
-		f.log.Warn("receiver forked its log", "receiver", receiver.String(), "device", fork.origin.String(),
+	if sh.setForkError(receiver, msg) && msg != "" {
+		f.Log().Warn("receiver forked its log", "receiver", receiver.String(), "device", fork.origin.String(),
 			"counter", fork.counter, "sequence", fork.sequence, "read", cursor, "seen", marks[fork.origin].Seen, "mark", marks[fork.origin].Mark)
 	}
 }
 
 // setForkError sets or, with msg "", clears the fork reported for a
 // receiver; it reports whether that changed anything.
-func (f *folder) setForkError(receiver crypt.DeviceID, msg string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.forkErrs[receiver] == msg {
+func (s *share) setForkError(receiver crypt.DeviceID, msg string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forkErrs[receiver] == msg {
 		return false
 	}
 	if msg == "" {
-		delete(f.forkErrs, receiver)
+		delete(s.forkErrs, receiver)
 		return true
 	}
-	if f.forkErrs == nil {
-		f.forkErrs = map[crypt.DeviceID]string{}
+	if s.forkErrs == nil {
+		s.forkErrs = map[crypt.DeviceID]string{}
 	}
-	f.forkErrs[receiver] = msg
+	s.forkErrs[receiver] = msg
 	return true
 }
 
 // receiverError is the problem status shows for a receiver: a fork first,
-// then the latest other one. The caller holds f.mu.
-func (f *folder) receiverError(receiver crypt.DeviceID) string {
-	fork, other := f.forkErrs[receiver], f.recvErrs[receiver]
+// then the latest other one. The caller holds s.mu.
+func (s *share) receiverError(receiver crypt.DeviceID) string {
+	fork, other := s.forkErrs[receiver], s.recvErrs[receiver]
 	switch {
 	case fork == "":
 		return other
@@ -304,28 +275,29 @@ func (f *folder) receiverError(receiver crypt.DeviceID) string {
 // ErrUntrustedClaims; claims about folders not shared with the peer,
 // receivers this device does not use, or another origin than the peer are
 // ignored.
-func (e *Engine) ReceiverClaims(wirePeer protocol.DeviceID, rc *protocol.ReceiverClaims) error {
-	peer := crypt.DeviceID(wirePeer)
-	ctx := context.Background()
-	if pc := e.conn(peer); pc != nil {
-		ctx = pc.ctx
-	}
-	if dev, err := e.db.Device(ctx, peer.String()); err == nil && dev.Untrusted {
+func (b *Backup) ReceiverClaims(p *router.Peer, rc *protocol.ReceiverClaims) error {
+	peer, ctx := p.ID, p.Context()
+	if dev, err := b.db.Device(ctx, peer.String()); err == nil && dev.Untrusted {
 		return fmt.Errorf("%w %s", ErrUntrustedClaims, peer.Short())
 	}
 	type target struct {
-		f        *folder
+		f        Folder
 		receiver crypt.DeviceID
 	}
-	byFolder := map[*folder][]claim{}
+	byFolder := map[string][]claim{}
 	targets := map[target]bool{}
 	for _, wc := range rc.GetClaims() {
-		f := e.folder(wc.GetFolder())
-		if f == nil || !f.sharedWith(peer) || (e.recv != nil && e.recv.Holds(wc.GetFolder())) {
-			e.log.Debug("receiver claim for a folder not shared with the device", "folder", wc.GetFolder(), "device", peer.String())
+		f := b.folders.Folder(wc.GetFolder())
+		if f == nil {
+			b.log.Debug("receiver claim for a folder not shared with the device", "folder", wc.GetFolder(), "device", peer.String())
 			continue
 		}
-		if f.untrusted(peer) {
+		shared, untrusted := f.SharedWith(peer)
+		if !shared {
+			b.log.Debug("receiver claim for a folder not shared with the device", "folder", wc.GetFolder(), "device", peer.String())
+			continue
+		}
+		if untrusted {
 			return fmt.Errorf("%w %s", ErrUntrustedClaims, peer.Short())
 		}
 		c := claim{receiver: crypt.DeviceID(wc.GetReceiver()), origin: crypt.DeviceID(wc.GetOrigin()),
@@ -333,17 +305,17 @@ func (e *Engine) ReceiverClaims(wirePeer protocol.DeviceID, rc *protocol.Receive
 		// Claims about a device this one shares the folder with as a
 		// trusted peer are nonsense; about one it does not share with at
 		// all, kept: it may become a receiver of the folder here later.
-		if c.origin != peer || c.receiver == e.id || (f.sharedWith(c.receiver) && !f.untrusted(c.receiver)) {
+		if rs, ru := f.SharedWith(c.receiver); c.origin != peer || c.receiver == b.id || (rs && !ru) {
 			continue
 		}
 		targets[target{f, c.receiver}] = true
-		byFolder[f] = append(byFolder[f], c)
+		byFolder[f.ID()] = append(byFolder[f.ID()], c)
 	}
-	for f, claims := range byFolder {
-		f.addClaims(claims)
+	for id, claims := range byFolder {
+		b.addClaims(id, claims)
 	}
 	for t := range targets {
-		t.f.checkClaims(ctx, t.receiver)
+		b.checkClaims(ctx, t.f, t.receiver)
 	}
 	return nil
 }
@@ -378,67 +350,62 @@ func (s *claimSignal) notify() {
 // claimsFor returns this device's claims for a trusted peer: for every
 // folder both share, for every receiver of it, the highest own counter it
 // served back and where. Sorted, so equal sets compare equal.
-func (e *Engine) claimsFor(ctx context.Context, peer crypt.DeviceID) []*protocol.ReceiverClaim {
+func (b *Backup) claimsFor(ctx context.Context, peer crypt.DeviceID) []*protocol.ReceiverClaim {
 	var out []*protocol.ReceiverClaim
-	for _, f := range e.runningFolders() {
-		if !f.sharedWith(peer) || f.untrusted(peer) {
-			continue
+	b.folders.Each(func(f Folder) {
+		if shared, untrusted := f.SharedWith(peer); !shared || untrusted {
+			return
 		}
-		f.mu.Lock()
-		receivers := make([]crypt.DeviceID, 0, len(f.receivers))
-		for r := range f.receivers {
-			receivers = append(receivers, r)
-		}
-		f.mu.Unlock()
-		for _, r := range receivers {
-			// Held is read before held-at, which is written first: a
-			// claim may name a later sequence than its record's, never an
-			// earlier one.
-			logID := e.peerIndexID(ctx, f.id, r)
-			held := e.settingInt(ctx, heldSetting(f.id, r))
-			at := e.settingInt(ctx, heldAtSetting(f.id, r))
-			if logID == 0 || held <= 0 || at <= 0 || logID != e.peerIndexID(ctx, f.id, r) {
+		for _, r := range f.Receivers() {
+			// Held and held-at are written together, in one transaction.
+			logID := b.logID(ctx, f.ID(), r)
+			v := b.view(ctx, f.ID(), r)
+			held, at := v.Held, v.HeldAt
+			if logID == 0 || held <= 0 || at <= 0 || logID != b.logID(ctx, f.ID(), r) {
 				continue
 			}
-			out = append(out, &protocol.ReceiverClaim{Folder: f.id, Receiver: r[:], LogId: logID, Origin: e.id[:], Counter: uint64(held), Sequence: at})
+			out = append(out, &protocol.ReceiverClaim{Folder: f.ID(), Receiver: r[:], LogId: logID, Origin: b.id[:], Counter: uint64(held), Sequence: at})
 		}
-	}
+	})
 	slices.SortFunc(out, func(a, b *protocol.ReceiverClaim) int {
 		return cmp.Or(cmp.Compare(a.GetFolder(), b.GetFolder()), cmp.Compare(string(a.GetReceiver()), string(b.GetReceiver())))
 	})
 	return out
 }
 
-// startClaims starts sending claims to the peer, unless that runs already.
-func (pc *peerConn) startClaims() {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if pc.claiming {
+// TrustedPeer starts sending claims to a trusted peer that shares a
+// folder, unless that runs already.
+func (b *Backup) TrustedPeer(p *router.Peer) {
+	b.claims.notify() // claims for folders shared just now
+	l := b.link(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.claiming {
 		return
 	}
-	pc.claiming = true
-	pc.wg.Go(func() { pc.sendClaims(pc.ctx) })
+	l.claiming = true
+	p.Go(func() { b.sendClaims(p.Context(), p) })
 }
 
 // sendClaims sends the peer this device's claims now and again whenever
 // they change, at most once per claimInterval, until ctx ends.
-func (pc *peerConn) sendClaims(ctx context.Context) {
+func (b *Backup) sendClaims(ctx context.Context, p *router.Peer) {
 	var last []*protocol.ReceiverClaim
 	var sentAt time.Time
 	for {
-		woken := pc.e.claims.wait()
-		cur := pc.e.claimsFor(ctx, pc.id)
+		woken := b.claims.wait()
+		cur := b.claimsFor(ctx, p.ID)
 		if !slices.EqualFunc(cur, last, claimEqual) {
 			for batch := range slices.Chunk(cur, protocol.MaxReceiverClaims) {
-				if err := pc.conn.ReceiverClaims(ctx, &protocol.ReceiverClaims{Claims: batch}); err != nil {
+				if err := p.Conn.ReceiverClaims(ctx, &protocol.ReceiverClaims{Claims: batch}); err != nil {
 					if ctx.Err() == nil {
-						pc.e.log.Debug("sending receiver claims", "device", pc.id.String(), "err", err)
+						b.log.Debug("sending receiver claims", "device", p.ID.String(), "err", err)
 					}
 					return
 				}
 			}
 			if len(cur) > 0 {
-				pc.e.log.Debug("sent receiver claims", "device", pc.id.String(), "claims", len(cur))
+				b.log.Debug("sent receiver claims", "device", p.ID.String(), "claims", len(cur))
 			}
 			last, sentAt = cur, time.Now()
 		}
@@ -462,10 +429,4 @@ func (pc *peerConn) sendClaims(ctx context.Context) {
 func claimEqual(a, b *protocol.ReceiverClaim) bool {
 	return a.GetFolder() == b.GetFolder() && string(a.GetReceiver()) == string(b.GetReceiver()) &&
 		a.GetLogId() == b.GetLogId() && a.GetCounter() == b.GetCounter() && a.GetSequence() == b.GetSequence()
-}
-
-// setHeldAt stores the log sequence of this device's highest record a
-// receiver served back, before heldSetting is raised to its counter.
-func (e *Engine) setHeldAt(ctx context.Context, folderID string, receiver crypt.DeviceID, seq int64) error {
-	return e.db.SetSetting(ctx, heldAtSetting(folderID, receiver), strconv.FormatInt(seq, 10))
 }

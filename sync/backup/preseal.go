@@ -1,4 +1,4 @@
-package engine
+package backup
 
 import (
 	"context"
@@ -42,18 +42,19 @@ func (p *presealed) drop() {
 }
 
 // preseal seals the small chunks of f's local files under keys, in the
-// order an upload sends them, into f.presealed until ctx ends or the
+// order an upload sends them, into its share's presealed until ctx ends or the
 // budget is full. It returns how many bytes it sealed.
-func (f *folder) preseal(ctx context.Context, keys *crypt.Keys) int64 {
-	u := &upload{f: f, keys: keys}
+func (b *Backup) preseal(ctx context.Context, f Folder, keys *crypt.Keys) int64 {
+	u := &upload{b: b, f: f, keys: keys}
+	ps := &b.share(f.ID()).presealed
 	bodies := map[crypt.ChunkID][]byte{}
 	var total int64
 	defer func() {
-		f.presealed.mu.Lock()
-		f.presealed.bodies = bodies
-		f.presealed.mu.Unlock()
+		ps.mu.Lock()
+		ps.bodies = bodies
+		ps.mu.Unlock()
 	}()
-	for _, r := range f.set.LocalSince(0) {
+	for _, r := range f.Index().LocalSince(0) {
 		if r.Deleted || r.Type != index.File {
 			continue
 		}
@@ -80,7 +81,7 @@ func (f *folder) preseal(ctx context.Context, keys *crypt.Keys) int64 {
 
 // presealWhile runs preseal under key while seal runs, and returns seal's
 // result once both have ended.
-func (f *folder) presealWhile(ctx context.Context, key crypt.FolderKey, seal func() ([]byte, error)) ([]byte, error) {
+func (b *Backup) presealWhile(ctx context.Context, f Folder, key crypt.FolderKey, seal func() ([]byte, error)) ([]byte, error) {
 	keys, err := crypt.DeriveKeys(key)
 	if err != nil {
 		return seal()
@@ -89,7 +90,7 @@ func (f *folder) presealWhile(ctx context.Context, key crypt.FolderKey, seal fun
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.preseal(pctx, keys)
+		b.preseal(pctx, f, keys)
 	}()
 	out, err := seal()
 	stop()

@@ -1,4 +1,4 @@
-package engine
+package backup
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"lockstep/chunk"
 	"lockstep/crypt"
+	"lockstep/storage/db"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
@@ -28,6 +29,9 @@ import (
 // Versions kept on receivers: a trusted device asks each connected
 // receiver of a folder for the sealed records of a file (or of all),
 // opens them, and lists or restores them like local versions.
+
+// ErrNoFolder means no such folder runs here; it is a db.ErrNotFound.
+var ErrNoFolder = fmt.Errorf("no such folder (%w)", db.ErrNotFound)
 
 // ReceiverVersion is one version of a file held by a receiver.
 type ReceiverVersion struct {
@@ -47,12 +51,13 @@ const maxVersionsAnswer = protocol.MaxRequestSize
 // the folder's connected receivers, newest first. A version uploaded by
 // two devices is listed once per receiver. Records that fail to open are
 // counted as tampered and left out.
-func (e *Engine) ReceiverVersions(ctx context.Context, folderID, name string) ([]ReceiverVersion, error) {
-	f := e.folder(folderID)
+func (b *Backup) ReceiverVersions(ctx context.Context, folderID, name string) ([]ReceiverVersion, error) {
+	f := b.folders.Folder(folderID)
 	if f == nil {
 		return nil, fmt.Errorf("%w: %q", ErrNoFolder, folderID)
 	}
-	keys := f.keys(ctx)
+	sh := b.share(folderID)
+	keys := b.keys(ctx, folderID)
 	if keys == nil {
 		return nil, nil // never shared with a receiver
 	}
@@ -62,25 +67,28 @@ func (e *Engine) ReceiverVersions(ctx context.Context, folderID, name string) ([
 		fileKey = fk[:]
 	}
 	var out []ReceiverVersion
-	for _, dev := range f.connectedReceivers() {
-		data, err := e.request(ctx, dev, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_VERSIONS, Folder: f.id, FileKey: fileKey, Size: maxVersionsAnswer})
+	for _, dev := range f.Receivers() {
+		if !b.net.Connected(dev) {
+			continue
+		}
+		data, err := b.net.RequestPeer(ctx, dev, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_VERSIONS, Folder: folderID, FileKey: fileKey, Size: maxVersionsAnswer})
 		if err != nil {
-			f.log.Warn("listing versions on a receiver", "device", dev.String(), "err", err)
+			f.Log().Warn("listing versions on a receiver", "device", dev.String(), "err", err)
 			continue
 		}
 		var idx protocol.SealedIndex
 		err = proto.Unmarshal(data, &idx)
 		protocol.Recycle(data)
 		if err != nil {
-			f.log.Warn("a receiver's versions do not decode", "device", dev.String(), "err", err)
+			f.Log().Warn("a receiver's versions do not decode", "device", dev.String(), "err", err)
 			continue
 		}
 		seen := map[string]bool{}
 		for _, sr := range idx.GetRecords() {
-			r, err := sealed.Open(keys, f.id, sr)
+			r, err := sealed.Open(keys, folderID, sr)
 			if err != nil {
-				f.tamperedRecords.Add(1)
-				f.setReceiverError(dev, fmt.Errorf("a record from receiver %s failed verification (tampered or damaged): %w", dev.Short(), err))
+				sh.tamperedRecords.Add(1)
+				sh.setReceiverError(dev, fmt.Errorf("a record from receiver %s failed verification (tampered or damaged): %w", dev.Short(), err))
 				continue
 			}
 			key := r.Name + "\x00" + r.Version.String()
@@ -96,17 +104,6 @@ func (e *Engine) ReceiverVersions(ctx context.Context, folderID, name string) ([
 	}
 	slices.SortStableFunc(out, func(a, b ReceiverVersion) int { return b.Stored.Compare(a.Stored) })
 	return out, nil
-}
-
-// connectedReceivers lists the folder's receivers with a live connection.
-func (f *folder) connectedReceivers() []crypt.DeviceID {
-	f.mu.Lock()
-	var out []crypt.DeviceID
-	for d := range f.receivers {
-		out = append(out, d)
-	}
-	f.mu.Unlock()
-	return slices.DeleteFunc(out, func(d crypt.DeviceID) bool { return !f.e.connected(d) })
 }
 
 // IsReceiverVersion reports whether a version ID names a receiver's
@@ -128,12 +125,13 @@ func IsReceiverVersion(id string) bool {
 // the folder rescans so the change syncs) or, with toDir, under toDir.
 // Every chunk is opened and hash-checked; a version whose chunks cannot
 // be fetched intact is not written.
-func (e *Engine) RestoreFromReceiver(ctx context.Context, folderID string, vs []ReceiverVersion, toDir string) ([]string, error) {
-	f := e.folder(folderID)
+func (b *Backup) RestoreFromReceiver(ctx context.Context, folderID string, vs []ReceiverVersion, toDir string) ([]string, error) {
+	f := b.folders.Folder(folderID)
 	if f == nil {
 		return nil, fmt.Errorf("%w: %q", ErrNoFolder, folderID)
 	}
-	dst := f.fs
+	sh := b.share(folderID)
+	dst := f.Root()
 	if toDir != "" {
 		if err := os.MkdirAll(toDir, 0o755); err != nil {
 			return nil, err
@@ -151,25 +149,25 @@ func (e *Engine) RestoreFromReceiver(ctx context.Context, folderID string, vs []
 			files, bytes = files+1, bytes+v.Size
 		}
 	}
-	f.restoreFiles.Store(0)
-	f.restoreBytes.Store(0)
-	f.restoreFilesTotal.Store(files)
-	f.restoreBytesTotal.Store(bytes)
-	f.restoring.Store(true)
-	defer f.restoring.Store(false)
+	sh.restoreFiles.Store(0)
+	sh.restoreBytes.Store(0)
+	sh.restoreFilesTotal.Store(files)
+	sh.restoreBytesTotal.Store(bytes)
+	sh.restoring.Store(true)
+	defer sh.restoring.Store(false)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(e.opts.Workers)
+	g.SetLimit(b.opts.Workers)
 	done := make([]string, len(vs))
 	for i, v := range vs {
 		if v.Deleted {
 			continue
 		}
 		g.Go(func() error {
-			if err := f.writeVersion(gctx, dst, v, toDir == ""); err != nil {
+			if err := b.writeVersion(gctx, f, dst, v, toDir == ""); err != nil {
 				return fmt.Errorf("restoring %s: %w", v.Path, err)
 			}
-			f.restoreFiles.Add(1)
-			f.restoreBytes.Add(v.Size)
+			sh.restoreFiles.Add(1)
+			sh.restoreBytes.Add(v.Size)
 			done[i] = v.Path
 			if toDir != "" {
 				done[i] = filepath.Join(toDir, filepath.FromSlash(v.Path))
@@ -183,14 +181,14 @@ func (e *Engine) RestoreFromReceiver(ctx context.Context, folderID string, vs []
 		for _, v := range vs {
 			names = append(names, v.Path)
 		}
-		f.requestScan(names)
+		f.RequestScan(names)
 	}
 	return slices.DeleteFunc(done, func(s string) bool { return s == "" }), err
 }
 
 // writeVersion builds v in a temporary file of dst and renames it into
 // place; inFolder says dst is the folder itself.
-func (f *folder) writeVersion(ctx context.Context, dst *fsys.Root, v ReceiverVersion, inFolder bool) (err error) {
+func (b *Backup) writeVersion(ctx context.Context, f Folder, dst *fsys.Root, v ReceiverVersion, inFolder bool) (err error) {
 	r := v.rec
 	if dir := path.Dir(r.Name); dir != "." {
 		if err := dst.MkdirAll(dir, 0o755); err != nil {
@@ -218,13 +216,13 @@ func (f *folder) writeVersion(ctx context.Context, dst *fsys.Root, v ReceiverVer
 			dst.Remove(tmp)
 		}
 	}()
-	for _, b := range r.Blocks {
-		data, err := f.blockFromReceiver(ctx, v.Receiver, b)
+	for _, blk := range r.Blocks {
+		data, err := b.blockFromReceiver(ctx, f.ID(), v.Receiver, blk)
 		if err != nil {
 			return err
 		}
-		_, err = out.WriteAt(data, b.Offset)
-		putBlock(data)
+		_, err = out.WriteAt(data, blk.Offset)
+		protocol.Recycle(data)
 		if err != nil {
 			return err
 		}
@@ -246,7 +244,7 @@ func (f *folder) writeVersion(ctx context.Context, dst *fsys.Root, v ReceiverVer
 	}
 	if inFolder {
 		if fi, err := dst.Lstat(r.Name); err == nil && fi.Mode().IsRegular() {
-			if _, err := f.archived(r.Name); err != nil {
+			if err := f.Archive(r.Name); err != nil {
 				return err
 			}
 		}
@@ -255,12 +253,12 @@ func (f *folder) writeVersion(ctx context.Context, dst *fsys.Root, v ReceiverVer
 }
 
 // blockFromReceiver fetches one block from a receiver, verified.
-func (f *folder) blockFromReceiver(ctx context.Context, dev crypt.DeviceID, b index.Block) ([]byte, error) {
-	data, err := f.requestSealed(ctx, dev, b)
+func (b *Backup) blockFromReceiver(ctx context.Context, folderID string, dev crypt.DeviceID, blk index.Block) ([]byte, error) {
+	data, err := b.SealedBlock(ctx, folderID, dev, blk)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) != int(b.Size) || chunk.HashOf(data) != b.Hash {
+	if len(data) != int(blk.Size) || chunk.HashOf(data) != blk.Hash {
 		return nil, errors.New("a chunk from the receiver does not match its block")
 	}
 	return data, nil

@@ -1,15 +1,12 @@
-package engine
+package backup
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
 	"lockstep/crypt"
-	"lockstep/storage/db"
 	"lockstep/sync/protocol"
 	"lockstep/sync/sealed"
 )
@@ -40,45 +37,6 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// forkNode is an engine with folder "f" shared with a trusted device and
-// a receiver.
-type forkNode struct {
-	e                 *Engine
-	f                 *folder
-	trusted, receiver crypt.DeviceID
-}
-
-func startForkNode(t *testing.T) *forkNode {
-	t.Helper()
-	n := &forkNode{trusted: crypt.DeviceID{1}, receiver: crypt.DeviceID{2}}
-	n.e = startEngine(t, t.TempDir(), db.Device{ID: n.trusted.String()}, db.Device{ID: n.receiver.String(), Untrusted: true})
-	n.f = n.e.folder("f")
-	return n
-}
-
-func (n *forkNode) set(t *testing.T, key string, v int64) {
-	t.Helper()
-	if err := n.e.db.SetSetting(context.Background(), key, strconv.FormatInt(v, 10)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// receiverErr is the status error of the receiver.
-func (n *forkNode) receiverErr(t *testing.T) string {
-	t.Helper()
-	st, ok := n.e.FolderStatus("f")
-	if !ok {
-		t.Fatal("no folder status")
-	}
-	for _, p := range st.Peers {
-		if p.Device == n.receiver {
-			return p.Error
-		}
-	}
-	t.Fatal("receiver not in status")
-	return ""
-}
-
 func (n *forkNode) claim(counter uint64, seq int64, logID uint64) *protocol.ReceiverClaims {
 	return &protocol.ReceiverClaims{Claims: []*protocol.ReceiverClaim{{
 		Folder: "f", Receiver: n.receiver[:], LogId: logID, Origin: n.trusted[:], Counter: counter, Sequence: seq,
@@ -89,43 +47,43 @@ func TestReceiverClaimsReportFork(t *testing.T) {
 	ctx := context.Background()
 	n := startForkNode(t)
 	const logID = 77
-	if err := n.e.setPeerIndexID(ctx, "f", n.receiver, logID); err != nil {
+	if err := n.db.SetPeerIndexID(ctx, "f", n.receiver.String(), logID); err != nil {
 		t.Fatal(err)
 	}
-	n.set(t, logCursorSetting("f", n.receiver), 9)
-	if err := n.f.raiseOrigins(ctx, n.receiver, map[crypt.DeviceID]uint64{n.trusted: 4}, map[crypt.DeviceID]uint64{n.trusted: 3}); err != nil {
+	n.setCursor(t, 9)
+	if err := n.b.raiseOrigins(ctx, "f", n.receiver, map[crypt.DeviceID]uint64{n.trusted: 4}, map[crypt.DeviceID]uint64{n.trusted: 3}); err != nil {
 		t.Fatal(err)
 	}
-	peer := protocol.DeviceID(n.trusted)
+	peer := n.peer(t, n.trusted)
 
 	// Not read that far yet (cursor s-1): kept, nothing reported.
-	if err := n.e.ReceiverClaims(peer, n.claim(5, 10, logID)); err != nil {
+	if err := n.b.ReceiverClaims(peer, n.claim(5, 10, logID)); err != nil {
 		t.Fatal(err)
 	}
 	if e := n.receiverErr(t); e != "" {
 		t.Fatalf("pending claim reported: %s", e)
 	}
 	// Reading to s without the record: the kept claim is now a fork.
-	n.set(t, logCursorSetting("f", n.receiver), 10)
-	n.f.checkClaims(ctx, n.receiver)
+	n.setCursor(t, 10)
+	n.b.checkClaims(ctx, n.f, n.receiver)
 	e := n.receiverErr(t)
 	if !strings.Contains(e, "forked its log") || !strings.Contains(e, "record 5 at log sequence 10") {
 		t.Fatalf("fork not reported: %q", e)
 	}
 	// Sticky: a reconnect clearing other errors leaves it.
-	n.f.setReceiverError(n.receiver, nil)
+	n.b.share("f").setReceiverError(n.receiver, nil)
 	if e := n.receiverErr(t); !strings.Contains(e, "forked") {
 		t.Fatalf("fork report cleared by a reconnect: %q", e)
 	}
 	// Lower counters never lower what is stored.
-	if err := n.f.raiseOrigins(ctx, n.receiver, map[crypt.DeviceID]uint64{n.trusted: 1}, map[crypt.DeviceID]uint64{n.trusted: 1}); err != nil {
+	if err := n.b.raiseOrigins(ctx, "f", n.receiver, map[crypt.DeviceID]uint64{n.trusted: 1}, map[crypt.DeviceID]uint64{n.trusted: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if m := n.e.originMarks(ctx, "f", n.receiver)[n.trusted]; m.Seen != 4 || m.Mark != 3 {
+	if m := n.b.originMarks(ctx, "f", n.receiver)[n.trusted]; m.Seen != 4 || m.Mark != 3 {
 		t.Fatalf("origin marks went down: %+v", m)
 	}
 	// A newer pending claim does not hide the fork.
-	if err := n.e.ReceiverClaims(peer, n.claim(8, 20, logID)); err != nil {
+	if err := n.b.ReceiverClaims(peer, n.claim(8, 20, logID)); err != nil {
 		t.Fatal(err)
 	}
 	if e := n.receiverErr(t); !strings.Contains(e, "record 5 at") {
@@ -133,24 +91,24 @@ func TestReceiverClaimsReportFork(t *testing.T) {
 	}
 	// The receiver's high-water mark reaching c (it pruned the record)
 	// settles it.
-	if err := n.f.raiseOrigins(ctx, n.receiver, nil, map[crypt.DeviceID]uint64{n.trusted: 5}); err != nil {
+	if err := n.b.raiseOrigins(ctx, "f", n.receiver, nil, map[crypt.DeviceID]uint64{n.trusted: 5}); err != nil {
 		t.Fatal(err)
 	}
-	n.f.checkClaims(ctx, n.receiver)
+	n.b.checkClaims(ctx, n.f, n.receiver)
 	if e := n.receiverErr(t); e != "" {
 		t.Fatalf("fork still reported once the claim holds: %q", e)
 	}
 	// The newer claim (8 at 20) was kept, and fires when read past.
-	n.set(t, logCursorSetting("f", n.receiver), 20)
-	n.f.checkClaims(ctx, n.receiver)
+	n.setCursor(t, 20)
+	n.b.checkClaims(ctx, n.f, n.receiver)
 	if e := n.receiverErr(t); !strings.Contains(e, "record 8 at log sequence 20") {
 		t.Fatalf("kept claim not checked again: %q", e)
 	}
 	// Seeing the record in the log settles it.
-	if err := n.f.raiseOrigins(ctx, n.receiver, map[crypt.DeviceID]uint64{n.trusted: 8}, nil); err != nil {
+	if err := n.b.raiseOrigins(ctx, "f", n.receiver, map[crypt.DeviceID]uint64{n.trusted: 8}, nil); err != nil {
 		t.Fatal(err)
 	}
-	n.f.checkClaims(ctx, n.receiver)
+	n.b.checkClaims(ctx, n.f, n.receiver)
 	if e := n.receiverErr(t); e != "" {
 		t.Fatalf("fork still reported once the record was seen: %q", e)
 	}
@@ -160,19 +118,19 @@ func TestReceiverClaimsIgnoredOrRefused(t *testing.T) {
 	ctx := context.Background()
 	n := startForkNode(t)
 	const logID = 77
-	if err := n.e.setPeerIndexID(ctx, "f", n.receiver, logID); err != nil {
+	if err := n.db.SetPeerIndexID(ctx, "f", n.receiver.String(), logID); err != nil {
 		t.Fatal(err)
 	}
-	n.set(t, logCursorSetting("f", n.receiver), 100)
-	peer := protocol.DeviceID(n.trusted)
+	n.setCursor(t, 100)
+	peer := n.peer(t, n.trusted)
 	// Another log ID: not this device's business.
-	if err := n.e.ReceiverClaims(peer, n.claim(5, 10, logID+1)); err != nil {
+	if err := n.b.ReceiverClaims(peer, n.claim(5, 10, logID+1)); err != nil {
 		t.Fatal(err)
 	}
 	// Another origin than the sender: ignored.
 	other := n.claim(5, 10, logID)
 	other.Claims[0].Origin = make([]byte, 32)
-	if err := n.e.ReceiverClaims(peer, other); err != nil {
+	if err := n.b.ReceiverClaims(peer, other); err != nil {
 		t.Fatal(err)
 	}
 	// A folder not shared with the sender, or a receiver not used here.
@@ -181,7 +139,7 @@ func TestReceiverClaimsIgnoredOrRefused(t *testing.T) {
 	notReceiver := n.claim(5, 10, logID)
 	notReceiver.Claims[0].Receiver = n.trusted[:]
 	for _, rc := range []*protocol.ReceiverClaims{unknown, notReceiver} {
-		if err := n.e.ReceiverClaims(peer, rc); err != nil {
+		if err := n.b.ReceiverClaims(peer, rc); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,11 +149,11 @@ func TestReceiverClaimsIgnoredOrRefused(t *testing.T) {
 	// From an untrusted device: refused (the connection ends).
 	fromReceiver := n.claim(5, 10, logID)
 	fromReceiver.Claims[0].Origin = n.receiver[:]
-	if err := n.e.ReceiverClaims(protocol.DeviceID(n.receiver), fromReceiver); !errors.Is(err, ErrUntrustedClaims) {
+	if err := n.b.ReceiverClaims(n.peer(t, n.receiver), fromReceiver); !errors.Is(err, ErrUntrustedClaims) {
 		t.Fatalf("claims from a receiver: %v, want ErrUntrustedClaims", err)
 	}
 	// The control: the same claim with the right log ID is reported.
-	if err := n.e.ReceiverClaims(peer, n.claim(5, 10, logID)); err != nil {
+	if err := n.b.ReceiverClaims(peer, n.claim(5, 10, logID)); err != nil {
 		t.Fatal(err)
 	}
 	if e := n.receiverErr(t); !strings.Contains(e, "forked") {
@@ -206,32 +164,33 @@ func TestReceiverClaimsIgnoredOrRefused(t *testing.T) {
 func TestClaimsFor(t *testing.T) {
 	ctx := context.Background()
 	n := startForkNode(t)
-	if got := n.e.claimsFor(ctx, n.trusted); len(got) != 0 {
+	if got := n.b.claimsFor(ctx, n.trusted); len(got) != 0 {
 		t.Fatalf("claims before anything was served back: %v", got)
 	}
-	if err := n.e.setPeerIndexID(ctx, "f", n.receiver, 77); err != nil {
+	if err := n.db.SetPeerIndexID(ctx, "f", n.receiver.String(), 77); err != nil {
 		t.Fatal(err)
 	}
-	n.set(t, heldAtSetting("f", n.receiver), 12)
-	n.set(t, heldSetting("f", n.receiver), 4)
-	got := n.e.claimsFor(ctx, n.trusted)
+	if err := n.db.SetReceiverHeld(ctx, "f", n.receiver.String(), 4, 12); err != nil {
+		t.Fatal(err)
+	}
+	got := n.b.claimsFor(ctx, n.trusted)
 	if len(got) != 1 {
 		t.Fatalf("claims = %v", got)
 	}
 	c := got[0]
 	if c.GetFolder() != "f" || crypt.DeviceID(c.GetReceiver()) != n.receiver || c.GetLogId() != 77 ||
-		crypt.DeviceID(c.GetOrigin()) != n.e.id || c.GetCounter() != 4 || c.GetSequence() != 12 {
+		crypt.DeviceID(c.GetOrigin()) != n.id || c.GetCounter() != 4 || c.GetSequence() != 12 {
 		t.Fatalf("claim = %v", c)
 	}
-	if got := n.e.claimsFor(ctx, n.receiver); len(got) != 0 {
+	if got := n.b.claimsFor(ctx, n.receiver); len(got) != 0 {
 		t.Fatalf("claims for a receiver: %v", got)
 	}
 	// A new log forgets where the record was: no claim until it is served
 	// back again.
-	if err := n.f.forgetReceiverLog(ctx, n.receiver); err != nil {
+	if err := n.b.forgetReceiverLog(ctx, "f", n.receiver); err != nil {
 		t.Fatal(err)
 	}
-	if got := n.e.claimsFor(ctx, n.trusted); len(got) != 0 {
+	if got := n.b.claimsFor(ctx, n.trusted); len(got) != 0 {
 		t.Fatalf("claims after the log was forgotten: %v", got)
 	}
 }
@@ -243,7 +202,7 @@ func TestSealedIndexRecordsWhereHeld(t *testing.T) {
 	ctx := context.Background()
 	n := startForkNode(t)
 	keys := testKeys(t, 1)
-	if err := n.e.db.SetSetting(ctx, folderKeySetting("f"), hex.EncodeToString(append([]byte{1}, make([]byte, 31)...))); err != nil {
+	if err := n.db.SetFolderKey(ctx, "f", [32]byte{1}); err != nil {
 		t.Fatal(err)
 	}
 	rec := func(name string, counter uint64, seq int64) *protocol.SealedRecord {
@@ -257,31 +216,32 @@ func TestSealedIndexRecordsWhereHeld(t *testing.T) {
 		return sr
 	}
 	idx := &protocol.SealedIndex{Folder: "f", Records: []*protocol.SealedRecord{rec("a", 3, 7), rec("b", 5, 8), rec("c", 4, 9)}}
-	if err := n.f.sealedIndexFrom(ctx, n.receiver, idx); err != nil {
+	if err := n.b.sealedIndex(ctx, n.f, n.receiver, idx); err != nil {
 		t.Fatal(err)
 	}
 	check := func(held, at, cursor int64, seen uint64) {
 		t.Helper()
-		if got := n.e.settingInt(ctx, heldSetting("f", n.receiver)); got != held {
-			t.Errorf("held = %d, want %d", got, held)
+		v := n.b.view(ctx, "f", n.receiver)
+		if v.Held != held {
+			t.Errorf("held = %d, want %d", v.Held, held)
 		}
-		if got := n.e.settingInt(ctx, heldAtSetting("f", n.receiver)); got != at {
-			t.Errorf("held at = %d, want %d", got, at)
+		if v.HeldAt != at {
+			t.Errorf("held at = %d, want %d", v.HeldAt, at)
 		}
-		if got := n.e.settingInt(ctx, logCursorSetting("f", n.receiver)); got != cursor {
-			t.Errorf("cursor = %d, want %d", got, cursor)
+		if v.Cursor != cursor {
+			t.Errorf("cursor = %d, want %d", v.Cursor, cursor)
 		}
-		if got := n.e.originMarks(ctx, "f", n.receiver)[n.e.id].Seen; got != seen {
+		if got := n.b.originMarks(ctx, "f", n.receiver)[n.id].Seen; got != seen {
 			t.Errorf("seen = %d, want %d", got, seen)
 		}
 	}
 	check(5, 8, 9, 5)
 	// Lower counters later in the log change nothing but the cursor.
-	if err := n.f.sealedIndexFrom(ctx, n.receiver, &protocol.SealedIndex{Folder: "f", Records: []*protocol.SealedRecord{rec("d", 2, 10)}}); err != nil {
+	if err := n.b.sealedIndex(ctx, n.f, n.receiver, &protocol.SealedIndex{Folder: "f", Records: []*protocol.SealedRecord{rec("d", 2, 10)}}); err != nil {
 		t.Fatal(err)
 	}
 	check(5, 8, 10, 5)
-	if err := n.f.sealedIndexFrom(ctx, n.receiver, &protocol.SealedIndex{Folder: "f", Records: []*protocol.SealedRecord{rec("e", 6, 11)}}); err != nil {
+	if err := n.b.sealedIndex(ctx, n.f, n.receiver, &protocol.SealedIndex{Folder: "f", Records: []*protocol.SealedRecord{rec("e", 6, 11)}}); err != nil {
 		t.Fatal(err)
 	}
 	check(6, 11, 11, 6)

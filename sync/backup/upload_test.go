@@ -1,7 +1,8 @@
-package engine
+package backup
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,12 +10,13 @@ import (
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/index"
+	"lockstep/sync/protocol"
 )
 
 func TestUploadAckReleasesChunks(t *testing.T) {
 	keys := testKeys(t, 1)
-	f := &folder{id: "f", e: &Engine{id: crypt.DeviceID{3}}}
-	u := newUpload(f, keys, crypt.DeviceID{4})
+	n := startForkNode(t)
+	u := n.b.newUpload(n.f, keys, crypt.DeviceID{4})
 	a, b := sampleRecord(), sampleRecord()
 	b.Name, b.Sequence = "b", 50
 	if _, err := u.seal([]index.Record{a}, 1); err != nil {
@@ -43,10 +45,10 @@ func TestUploadAckReleasesChunks(t *testing.T) {
 // not a large one, nor one whose file changed since it was scanned, nor
 // any of a deletion.
 func TestUploadInline(t *testing.T) {
-	f := idleFolder(t)
+	n := startForkNode(t)
 	keys := testKeys(t, 1)
-	u := newUpload(f, keys, crypt.DeviceID{4})
-	dir := f.config().Path
+	u := n.b.newUpload(n.f, keys, crypt.DeviceID{4})
+	dir := n.dir
 	fileRec := func(name string, data []byte, seq int64) index.Record {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -88,9 +90,9 @@ func TestUploadInline(t *testing.T) {
 // file changed after presealing, which read then would leave out, still
 // goes with the body made while it matched its record.
 func TestPreseal(t *testing.T) {
-	f := idleFolder(t)
+	n := startForkNode(t)
 	keys := testKeys(t, 1)
-	dir := f.config().Path
+	dir := n.dir
 	write := func(name string, data []byte) {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
@@ -103,22 +105,22 @@ func TestPreseal(t *testing.T) {
 	}
 	a, b := []byte("first small file"), []byte("second small file")
 	recs := []index.Record{rec("a.txt", a), rec("b.txt", b), rec("big.bin", make([]byte, inlineChunk+1)), rec("changed.txt", []byte("as scanned"))}
-	if _, err := f.set.UpdateLocal(t.Context(), recs); err != nil {
+	if _, err := n.f.Index().UpdateLocal(t.Context(), recs); err != nil {
 		t.Fatal(err)
 	}
 	write("changed.txt", []byte("as changed"))
 
-	if n := f.preseal(t.Context(), keys); n == 0 {
+	if n := n.b.preseal(t.Context(), n.f, keys); n == 0 {
 		t.Fatal("nothing presealed")
 	}
-	f.presealed.mu.Lock()
-	held := len(f.presealed.bodies)
-	f.presealed.mu.Unlock()
+	n.b.share("f").presealed.mu.Lock()
+	held := len(n.b.share("f").presealed.bodies)
+	n.b.share("f").presealed.mu.Unlock()
 	if held != 2 {
 		t.Fatalf("%d bodies presealed, want the two small files'", held)
 	}
 	write("b.txt", []byte("changed after presealing"))
-	got := newUpload(f, keys, crypt.DeviceID{4}).inline(t.Context(), f.set.LocalSince(0))
+	got := n.b.newUpload(n.f, keys, crypt.DeviceID{4}).inline(t.Context(), n.f.Index().LocalSince(0))
 	if len(got) != 2 {
 		t.Fatalf("%d inline chunks, want 2", len(got))
 	}
@@ -127,7 +129,48 @@ func TestPreseal(t *testing.T) {
 			t.Fatalf("inline chunk %d does not open to %q: %v", i, data, err)
 		}
 	}
-	if f.presealed.take(keys.ChunkID(chunk.HashOf(a))) != nil {
+	if n.b.share("f").presealed.take(keys.ChunkID(chunk.HashOf(a))) != nil {
 		t.Fatal("a presealed body was left after the upload took it")
+	}
+}
+
+// TestServeChunk: a receiver asking for a chunk of a record it was sent
+// gets it sealed, into a pooled buffer; one never sent, or asked for by
+// another connection, is not served.
+func TestServeChunk(t *testing.T) {
+	n := startForkNode(t)
+	keys := testKeys(t, 1)
+	data := bytes.Repeat([]byte("a large chunk "), (inlineChunk+100)/14)
+	if err := os.WriteFile(filepath.Join(n.dir, "big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := index.Record{Name: "big.bin", Type: index.File, Size: int64(len(data)), Sequence: 1, Version: index.Vector{{ID: 1, Value: 1}},
+		Blocks: []index.Block{{Size: uint32(len(data)), Hash: chunk.HashOf(data)}}}
+	p := n.peer(t, n.receiver)
+	u := n.b.newUpload(n.f, keys, n.receiver)
+	l := n.b.link(p)
+	l.mu.Lock()
+	l.uploads["f"] = u
+	l.mu.Unlock()
+	if _, err := u.seal([]index.Record{r}, 1); err != nil {
+		t.Fatal(err)
+	}
+	id := keys.ChunkID(r.Blocks[0].Hash)
+	req := &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: "f", ChunkId: id[:], Size: uint32(crypt.MaxSealedChunkSize)}
+	body, err := n.b.ServeChunk(p, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := keys.OpenBlockTo(nil, r.Blocks[0].Hash, body)
+	if err != nil || !bytes.Equal(plain, data) {
+		t.Fatalf("served chunk does not open to the file: %v", err)
+	}
+	protocol.Recycle(body)
+	other := crypt.ChunkID{7}
+	if _, err := n.b.ServeChunk(p, &protocol.Request{Kind: req.Kind, Folder: "f", ChunkId: other[:], Size: req.Size}); !errors.Is(err, protocol.ErrNoSuchFile) {
+		t.Fatalf("unsent chunk: %v", err)
+	}
+	if _, err := n.b.ServeChunk(n.peer(t, n.receiver), req); !errors.Is(err, protocol.ErrNoSuchFile) {
+		t.Fatalf("chunk served to another connection: %v", err)
 	}
 }
