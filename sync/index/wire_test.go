@@ -100,4 +100,3 @@ func FuzzFromWire(f *testing.F) {
 		}
 	})
 }
-

@@ -45,9 +45,9 @@ import (
 	"sync"
 	"syscall"
 
-	"lockstep/storage/syncahead"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/sized"
+	"lockstep/storage/syncahead"
 )
 
 const (

@@ -16,10 +16,10 @@ import (
 	"testing/iotest"
 	"time"
 
-	"lockstep/storage/syncahead"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
 	"lockstep/storage/blob/mem"
+	"lockstep/storage/syncahead"
 )
 
 func putString(t testing.TB, s blob.Store, key, v string) {
