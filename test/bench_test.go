@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // The sync benchmarks run real nodes on loopback and report whole-process
@@ -94,7 +96,7 @@ func startPair(b *testing.B) (*node, *node) {
 	na, nb := startNode(b, "a"), startNode(b, "b")
 	na.cli("device", "add", nb.ID, "--address", nb.Listen)
 	nb.cli("device", "add", na.ID, "--address", na.Listen)
-	eventually(b, 30*time.Second, "nodes to connect", func() bool { return na.connectedTo(nb.ID) })
+	testutil.Eventually(b, 30*time.Second, "nodes to connect", func() bool { return na.connectedTo(nb.ID) })
 	return na, nb
 }
 
@@ -107,7 +109,7 @@ func shareFolder(na, nb *node, aDir, bDir string) {
 }
 
 func waitComplete(b *testing.B, n *node, files int64) {
-	eventually(b, 10*time.Minute, "sync to complete", func() bool {
+	testutil.Eventually(b, 10*time.Minute, "sync to complete", func() bool {
 		st := n.folder(b)
 		return st.NeedFiles == 0 && st.LocalFiles == files && st.GlobalFiles == files
 	})
@@ -178,6 +180,8 @@ func BenchmarkSyncLatency(b *testing.B) {
 			want := []byte(fmt.Sprintf("edit %d at %d", i, time.Now().UnixNano()))
 			start := time.Now()
 			writeFile(b, filepath.Join(aDir, "note.txt"), want, 0o644)
+			// Polled every 2 ms, not with Eventually: the poll's
+			// resolution is the measurement's.
 			for {
 				got, err := os.ReadFile(filepath.Join(bDir, "note.txt"))
 				if err == nil && bytes.Equal(got, want) {
@@ -189,7 +193,7 @@ func BenchmarkSyncLatency(b *testing.B) {
 				time.Sleep(2 * time.Millisecond)
 			}
 			lat = append(lat, time.Since(start))
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // edits apart, so each is synced on its own
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
@@ -224,7 +228,7 @@ func BenchmarkSyncInsertByte(b *testing.B) {
 		if err := os.Rename(aside, filepath.Join(aDir, "large.bin")); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 5*time.Minute, "the edit to arrive", func() bool {
+		testutil.Eventually(b, 5*time.Minute, "the edit to arrive", func() bool {
 			fi, err := os.Stat(filepath.Join(bDir, "large.bin"))
 			if err != nil || fi.Size() != size+1 {
 				return false
@@ -303,17 +307,17 @@ func BenchmarkReceiverIngest(b *testing.B) {
 		files, total := standardSet(b, src)
 		a, r := startNode(b, "a"), startNode(b, "r")
 		a.cli("folder", "add", "f", src)
-		eventually(b, 10*time.Minute, "a to scan", func() bool { return a.folder(b).LocalFiles == files })
+		testutil.Eventually(b, 10*time.Minute, "a to scan", func() bool { return a.folder(b).LocalFiles == files })
 		holdFolder(b, r, "f", a)
 		pw := passwordFile(b, "benchmark password")
 		a.cli("device", "add", r.ID, "--address", r.Listen, "--untrusted")
-		eventually(b, 30*time.Second, "a connected to r", func() bool { return a.connectedTo(r.ID) })
+		testutil.Eventually(b, 30*time.Second, "a connected to r", func() bool { return a.connectedTo(r.ID) })
 		settle()
 		b.StartTimer()
 		start, cpuA, cpuR := time.Now(), a.cpuSeconds(), r.cpuSeconds()
 		a.cli("folder", "share", "f", r.ID, "--password-file", pw)
 		shared := time.Since(start).Seconds()
-		eventually(b, 10*time.Minute, "r to hold everything", func() bool {
+		testutil.Eventually(b, 10*time.Minute, "r to hold everything", func() bool {
 			c, _, _ := a.encFolder("f").peer(r.ID)
 			return c == 100
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"lockstep/crypt"
+	"lockstep/test/testutil"
 	"lockstep/web"
 )
 
@@ -327,18 +328,18 @@ func TestConsoleBrowser(t *testing.T) {
 	a.cli("folder", "scan", "docs")
 
 	// b's folder page lists both files once they synced.
-	deadline := time.Now().Add(converge)
-	for {
+	files, listed := "", false
+	defer func() {
+		if !listed { // the wait failed: show what the page listed
+			t.Logf("b's folder page shows:\n%s", files)
+		}
+	}()
+	testutil.Eventually(t, converge, "b's folder page to list the synced files", func() bool {
 		cb.visit("/folders/docs", "#files")
-		files := cb.text("#files")
-		if strings.Contains(files, "hello.txt") && strings.Contains(files, xssName+".txt") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b's folder page never listed the synced files; it shows:\n%s", files)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		files = cb.text("#files")
+		listed = strings.Contains(files, "hello.txt") && strings.Contains(files, xssName+".txt")
+		return listed
+	})
 	if got, err := os.ReadFile(filepath.Join(dirB, "hello.txt")); err != nil || string(got) != "hello from a\n" {
 		t.Fatalf("hello.txt on b: %q, %v", got, err)
 	}
@@ -352,7 +353,7 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// The dashboard shows the folder idle and shared with the connected peer.
 	ca.visit("/", `tr[data-folder="docs"]`)
-	eventually(t, converge, "a's dashboard showing docs idle", func() bool {
+	testutil.Eventually(t, converge, "a's dashboard showing docs idle", func() bool {
 		return strings.Contains(ca.text(`tr[data-folder="docs"]`), "idle")
 	})
 	if n := ca.count("img"); n != 1 { // the QR code only
@@ -388,7 +389,7 @@ func TestConsoleVersions(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(c.dirs[0], "other.txt"), []byte("other"), 0o644)
 	waitContent(t, filepath.Join(c.dirs[1], "other.txt"), "other")
-	eventually(t, converge, "b to keep two versions of x.txt", func() bool { return len(b.versions("f", "x.txt")) == 2 })
+	testutil.Eventually(t, converge, "b to keep two versions of x.txt", func() bool { return len(b.versions("f", "x.txt")) == 2 })
 
 	cb := openConsole(t, browser, b)
 	cb.setUp()
@@ -424,7 +425,7 @@ func TestConsoleVersions(t *testing.T) {
 		t.Fatalf("allowing downloads: %v", err)
 	}
 	cb.click("downloading the oldest version", "#versions tbody tr:last-child a.download")
-	eventually(t, 30*time.Second, "the download of x.txt", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the download of x.txt", func() bool {
 		b, err := os.ReadFile(filepath.Join(dl, "x.txt"))
 		return err == nil && string(b) == "one"
 	})
@@ -463,7 +464,7 @@ func TestConsoleManage(t *testing.T) {
 		t.Helper()
 		get(ca, "clearing the ID", chromedp.Evaluate[bool](`(document.getElementById("device-id-input").value = "", true)`))
 		ca.run("typing "+id, chromedp.SendKeys(chromedp.CSS("#device-id-input"), id))
-		eventually(t, 10*time.Second, "the ID check to say "+want, func() bool { return ca.text("#device-id-check") == want })
+		testutil.Eventually(t, 10*time.Second, "the ID check to say "+want, func() bool { return ca.text("#device-id-check") == want })
 	}
 	_, cutErr := crypt.ParseDeviceID(b.ID[:20])
 	check(a.ID, "this is this device")
@@ -565,7 +566,7 @@ func TestConsoleSettingsReceiver(t *testing.T) {
 		}
 		return 0
 	}
-	eventually(t, converge, "r to hold two versions of x.txt", func() bool { return held() >= 2 })
+	testutil.Eventually(t, converge, "r to hold two versions of x.txt", func() bool { return held() >= 2 })
 
 	cd := openConsole(t, browser, d)
 	cd.setUp()

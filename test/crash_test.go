@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // TestKillDuringPull kills a node with SIGKILL while it pulls a large file:
@@ -27,7 +29,7 @@ func TestKillDuringPull(t *testing.T) {
 			PullBytesTotal int64  `json:"pullBytesTotal"`
 		} `json:"folders"`
 	}
-	eventually(t, converge, "b to be part-way through the pull", func() bool {
+	testutil.Eventually(t, converge, "b to be part-way through the pull", func() bool {
 		b.get("/rest/status", &st)
 		return len(st.Folders) == 1 && st.Folders[0].PullBytesDone > 0 && st.Folders[0].PullBytesDone < size/2
 	})
@@ -64,7 +66,7 @@ func TestMassDeleteStops(t *testing.T) {
 			Error string `json:"error"`
 		} `json:"folders"`
 	}
-	eventually(t, converge, "b to stop with an error", func() bool {
+	testutil.Eventually(t, converge, "b to stop with an error", func() bool {
 		c.nodes[1].get("/rest/status", &st)
 		return len(st.Folders) == 1 && st.Folders[0].State == "error"
 	})
@@ -88,13 +90,14 @@ func TestIgnorePatterns(t *testing.T) {
 	a, b := c.dirs[0], c.dirs[1]
 	writeFile(t, filepath.Join(a, ".lockstepignore"), []byte("*.tmp\n/build/\n!keep.tmp\n"), 0o644)
 	c.nodes[0].cli("scan", "f")
-	time.Sleep(300 * time.Millisecond)
+	// The ignore file is scanned on its own, before the files it ignores.
+	testutil.Eventually(t, converge, "a to index the ignore file", func() bool { return c.nodes[0].folder(t).LocalFiles == 1 })
 	writeFile(t, filepath.Join(a, "x.tmp"), []byte("ignored"), 0o644)
 	writeFile(t, filepath.Join(a, "keep.tmp"), []byte("kept"), 0o644)
 	writeFile(t, filepath.Join(a, "build/out.o"), []byte("ignored"), 0o644)
 	writeFile(t, filepath.Join(a, "src/build/x.c"), []byte("not anchored: synced"), 0o644)
 	writeFile(t, filepath.Join(a, "note.txt"), []byte("synced"), 0o644)
-	eventually(t, converge, "synced files to arrive", func() bool {
+	testutil.Eventually(t, converge, "synced files to arrive", func() bool {
 		for _, n := range []string{".lockstepignore", "keep.tmp", "src/build/x.c", "note.txt"} {
 			if _, err := os.Stat(filepath.Join(b, n)); err != nil {
 				return false
@@ -102,7 +105,7 @@ func TestIgnorePatterns(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // room for an ignored file to arrive, which it must not
 	for _, n := range []string{"x.tmp", "build/out.o", "build"} {
 		if _, err := os.Stat(filepath.Join(b, n)); err == nil {
 			t.Errorf("ignored %s was synced", n)

@@ -15,6 +15,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/home"
+	"lockstep/test/testutil"
 )
 
 // discoveryClient speaks to a discovery service as the device whose home
@@ -73,7 +74,7 @@ func TestDiscoveryOwnAddressesOnly(t *testing.T) {
 		}
 		return body.Addresses
 	}
-	eventually(t, 30*time.Second, "b to announce itself", func() bool { return slices.Contains(lookup(), b.Listen) })
+	testutil.Eventually(t, 30*time.Second, "b to announce itself", func() bool { return slices.Contains(lookup(), b.Listen) })
 
 	forged := fmt.Sprintf(`{"device": %q, "addresses": ["tcp://127.0.0.1:9"]}`, b.ID)
 	resp, err := hc.Post(base, "application/json", bytes.NewReader([]byte(forged)))

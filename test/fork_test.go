@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // forkWait bounds how long devices may take to compare notes about a
@@ -34,7 +36,7 @@ func pairTrusted(t testing.TB, a, b *node, id string) {
 func pointAt(t testing.TB, d *node, r, where *node) {
 	t.Helper()
 	d.cli("device", "add", r.ID, "--name", r.name, "--address", where.Listen, "--untrusted")
-	eventually(t, 30*time.Second, d.name+" connected to "+where.name, func() bool { return d.connectedTo(r.ID) })
+	testutil.Eventually(t, 30*time.Second, d.name+" connected to "+where.name, func() bool { return d.connectedTo(r.ID) })
 }
 
 // writeBatch writes n files named prefix-i into dir, scans, and waits
@@ -45,7 +47,7 @@ func writeBatch(t testing.TB, d, r *node, dir, prefix string, n int, base int64)
 		writeFile(t, filepath.Join(dir, fmt.Sprintf("%s-%d", prefix, i)), []byte(prefix+" content "+fmt.Sprint(i)), 0o644)
 	}
 	d.cli("scan", "docs")
-	eventually(t, converge, r.name+" to hold "+d.name+"'s new files", func() bool {
+	testutil.Eventually(t, converge, r.name+" to hold "+d.name+"'s new files", func() bool {
 		st := r.encFolder("docs")
 		return st.Receiver != nil && st.Receiver.LogSequence >= base+int64(n)
 	})
@@ -90,7 +92,7 @@ func newForkSetup(t *testing.T) *forkSetup {
 func (s *forkSetup) reunite(t *testing.T) {
 	t.Helper()
 	pairTrusted(t, s.a, s.b, "docs")
-	eventually(t, 30*time.Second, "a and b to connect", func() bool { return s.a.connectedTo(s.b.ID) })
+	testutil.Eventually(t, 30*time.Second, "a and b to connect", func() bool { return s.a.connectedTo(s.b.ID) })
 }
 
 // forkReport is d's status error for receiver r, if it names a fork.
@@ -131,7 +133,7 @@ func TestReceiverFork(t *testing.T) {
 	}
 
 	s.reunite(t)
-	eventually(t, forkWait, "a and b to report the fork", func() bool {
+	testutil.Eventually(t, forkWait, "a and b to report the fork", func() bool {
 		return forkReport(s.a, r) != "" && forkReport(s.b, r) != ""
 	})
 	t.Logf("a reports: %s", forkReport(s.a, r))
@@ -162,7 +164,7 @@ func TestReceiverNoFork(t *testing.T) {
 	// Each checks the other's claim and finds it holds.
 	for _, pair := range [][2]*node{{s.a, s.b}, {s.b, s.a}} {
 		d, from := pair[0], pair[1]
-		eventually(t, forkWait, d.name+" to check "+from.name+"'s claim", func() bool {
+		testutil.Eventually(t, forkWait, d.name+" to check "+from.name+"'s claim", func() bool {
 			return claimHeld(d, from) != ""
 		})
 	}
@@ -210,7 +212,7 @@ func TestReceiverForkAfterPrune(t *testing.T) {
 	backUpTo(t, b, r, "docs", pw)
 	waitSame(t, converge, dirA, dirB)
 	waitBackedUp(t, b, r, "docs")
-	eventually(t, converge, "r to hold b's record of x", func() bool {
+	testutil.Eventually(t, converge, "r to hold b's record of x", func() bool {
 		return r.encFolder("docs").Receiver.Records >= 2
 	})
 	r.cli("folder", "retention", "docs", "--keep-last", "1")
@@ -227,7 +229,7 @@ func TestReceiverForkAfterPrune(t *testing.T) {
 	r.cli("folder", "share", "docs", e.ID)
 	backUpTo(t, e, r, "docs", pw)
 	waitBackedUp(t, e, r, "docs")
-	eventually(t, forkWait, "e to check a's claim", func() bool { return claimHeld(e, a) != "" })
+	testutil.Eventually(t, forkWait, "e to check a's claim", func() bool { return claimHeld(e, a) != "" })
 	line := claimHeld(e, a)
 	t.Logf("e: %s", line)
 	if !strings.Contains(line, "seen=0") {

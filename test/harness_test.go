@@ -15,10 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // binary is the lockstep binary under test, built by TestMain.
@@ -129,7 +130,7 @@ type node struct {
 	home   string
 	ns     string // network namespace, "" for this one
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testutil.LockedBuffer
 	exited chan struct{}
 	err    error
 	killed bool
@@ -138,24 +139,6 @@ type node struct {
 	Listen string // tcp://127.0.0.1:PORT
 	GUI    string // http://127.0.0.1:PORT
 	apiKey string
-}
-
-// syncBuffer collects a process's output safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startNode starts a node with a fresh home (or home, if given) and waits
@@ -176,7 +159,7 @@ func startNodeIn(t testing.TB, name, homeDir string, extra ...string) *node {
 // waits until it is ready.
 func launch(t testing.TB, name, homeDir, ns string, extra []string) *node {
 	t.Helper()
-	n := &node{t: t, name: name, home: homeDir, ns: ns, log: &syncBuffer{}, exited: make(chan struct{})}
+	n := &node{t: t, name: name, home: homeDir, ns: ns, log: &testutil.LockedBuffer{}, exited: make(chan struct{})}
 	args := append([]string{"--home", homeDir, "serve", "--gui", "127.0.0.1:0", "--name", name, "--log-level", "debug"}, extra...)
 	// `ip netns exec` execs the binary, so the process is the node itself.
 	n.cmd = command(context.Background(), ns, args...)
@@ -205,34 +188,33 @@ func launch(t testing.TB, name, homeDir, ns string, extra []string) *node {
 			}
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// Ready is when serve.json names this process; the log is shown by
+	// the cleanup above if it never is.
+	testutil.Eventually(t, 30*time.Second, name+" to be ready", func() bool {
 		select {
 		case <-n.exited:
 			t.Fatalf("%s exited before it was ready: %v\n%s", name, n.err, n.log.String())
 		default:
 		}
 		b, err := os.ReadFile(filepath.Join(homeDir, "serve.json"))
-		if err == nil {
-			var info struct {
-				DeviceID string   `json:"deviceID"`
-				Listen   []string `json:"listen"`
-				GUI      string   `json:"gui"`
-				PID      int      `json:"pid"`
-			}
-			if json.Unmarshal(b, &info) == nil && info.PID == n.cmd.Process.Pid {
-				n.ID, n.GUI = info.DeviceID, info.GUI
-				if len(info.Listen) > 0 {
-					n.Listen = info.Listen[0]
-				}
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after 30s\n%s", name, n.log.String())
+		var info struct {
+			DeviceID string   `json:"deviceID"`
+			Listen   []string `json:"listen"`
+			GUI      string   `json:"gui"`
+			PID      int      `json:"pid"`
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		if json.Unmarshal(b, &info) != nil || info.PID != n.cmd.Process.Pid {
+			return false
+		}
+		n.ID, n.GUI = info.DeviceID, info.GUI
+		if len(info.Listen) > 0 {
+			n.Listen = info.Listen[0]
+		}
+		return true
+	})
 	key, err := os.ReadFile(filepath.Join(homeDir, "apikey"))
 	if err != nil {
 		t.Fatal(err)
@@ -338,17 +320,8 @@ func (n *node) connectedTo(id string) bool {
 	return false
 }
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually is testutil.Eventually under the name these tests knew it by.
+var eventually = testutil.Eventually
 
 // httpGet returns the status code of a GET with an optional API key.
 func httpGet(url, key string) (int, error) {

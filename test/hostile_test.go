@@ -13,6 +13,7 @@ import (
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 // hostilePeer is a device speaking the real protocol that announces
@@ -124,7 +125,7 @@ func TestHostilePeerNames(t *testing.T) {
 	if err := conn.Index(ctx, &protocol.Index{Folder: "f", Files: files}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the honest file and the symlinks to arrive", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the honest file and the symlinks to arrive", func() bool {
 		b, err := os.ReadFile(filepath.Join(folder, "ok.txt"))
 		if err != nil || string(b) != "pwned" {
 			return false
@@ -147,7 +148,7 @@ func TestHostilePeerNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the second honest file to arrive", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the second honest file to arrive", func() bool {
 		_, err := os.Stat(filepath.Join(folder, "ok2.txt"))
 		return err == nil
 	})

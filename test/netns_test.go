@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lockstep/storage/home"
+	"lockstep/test/testutil"
 )
 
 // lab builds hosts as network namespaces joined by veth pairs, so tests can
@@ -175,7 +176,7 @@ func TestLocalDiscovery(t *testing.T) {
 	c := startNodeNS(t, "c", hosts[2])
 	// A second node on a's host shares the discovery port and is heard too.
 	a2 := launch(t, "a2", filepath.Join(t.TempDir(), "a2"), hosts[0], []string{"--listen", "tcp://0.0.0.0:22101"})
-	eventually(t, 30*time.Second, "b to hear a and a2", func() bool {
+	testutil.Eventually(t, 30*time.Second, "b to hear a and a2", func() bool {
 		heard := map[string]bool{}
 		for _, d := range b.findStatus().Discovery.Nearby {
 			heard[d.ID] = slices.ContainsFunc(d.Addresses, func(s string) bool { return strings.HasPrefix(s, "tcp://10.77.1.1:") })
@@ -186,7 +187,7 @@ func TestLocalDiscovery(t *testing.T) {
 	// Each is heard by IPv4 broadcast (and by IPv6 multicast on its
 	// link-local address, which the IPv6 test covers).
 	nearby := map[string][]string{}
-	eventually(t, 30*time.Second, "a to hear b and c on the LAN", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a to hear b and c on the LAN", func() bool {
 		clear(nearby)
 		for _, d := range a.findStatus().Discovery.Nearby {
 			nearby[d.ID] = d.Addresses
@@ -287,7 +288,7 @@ func relayLab(t testing.TB) (nr, na, nb *node) {
 	if !reachable(ha, "10.77.2.1:22067") || !reachable(hb, "10.77.3.1:22067") {
 		t.Fatal("a or b can't reach the relay")
 	}
-	eventually(t, 30*time.Second, "a and b to register with the relay", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a and b to register with the relay", func() bool {
 		for _, n := range []*node{na, nb} {
 			st := n.findStatus()
 			if len(st.Discovery.Relays) != 1 || !st.Discovery.Relays[0].Registered {
@@ -362,12 +363,12 @@ func BenchmarkRelay(b *testing.B) {
 		writeFile(b, filepath.Join(dirA, "big.bin"), randomBytes(9, 256<<20), 0o644)
 		na.cli("folder", "add", "f", dirA)
 		nb.cli("folder", "add", "f", dirB)
-		eventually(b, 5*time.Minute, "a to scan", func() bool { return na.folder(b).LocalFiles == 1 })
+		testutil.Eventually(b, 5*time.Minute, "a to scan", func() bool { return na.folder(b).LocalFiles == 1 })
 		b.StartTimer()
 		start := time.Now()
 		na.cli("device", "add", nb.ID)
 		nb.cli("device", "add", na.ID)
-		eventually(b, time.Minute, "a relayed connection", func() bool { return na.connection(nb.ID) == "relay" })
+		testutil.Eventually(b, time.Minute, "a relayed connection", func() bool { return na.connection(nb.ID) == "relay" })
 		connected := time.Since(start)
 		na.cli("folder", "share", "f", nb.ID)
 		nb.cli("folder", "share", "f", na.ID)

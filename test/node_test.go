@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 var deviceIDPattern = func(s string) bool {
@@ -186,7 +188,7 @@ func TestPairingAndPending(t *testing.T) {
 	b := startNode(t, "b")
 	a.cli("device", "add", b.ID, "--name", "b", "--address", b.Listen)
 	b.cli("device", "add", a.ID, "--name", "a", "--address", a.Listen)
-	eventually(t, 20*time.Second, "a and b to connect", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a and b to connect", func() bool {
 		return a.connectedTo(b.ID) && b.connectedTo(a.ID)
 	})
 
@@ -198,7 +200,7 @@ func TestPairingAndPending(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"devices"`
 	}
-	eventually(t, 20*time.Second, "c to be pending on a", func() bool {
+	testutil.Eventually(t, 20*time.Second, "c to be pending on a", func() bool {
 		a.get("/rest/pending", &pending)
 		return len(pending.Devices) == 1 && pending.Devices[0].ID == c.ID
 	})
@@ -211,7 +213,7 @@ func TestPairingAndPending(t *testing.T) {
 
 	// Accepting c makes it a device; c keeps dialing and now gets in.
 	a.cli("pending", "accept", c.ID)
-	eventually(t, 30*time.Second, "c to connect after acceptance", func() bool {
+	testutil.Eventually(t, 30*time.Second, "c to connect after acceptance", func() bool {
 		return a.connectedTo(c.ID) && c.connectedTo(a.ID)
 	})
 	a.get("/rest/pending", &pending)
@@ -221,7 +223,7 @@ func TestPairingAndPending(t *testing.T) {
 
 	// Removing b drops the connection on a's side.
 	a.cli("device", "remove", b.ID)
-	eventually(t, 20*time.Second, "b to be disconnected after removal", func() bool {
+	testutil.Eventually(t, 20*time.Second, "b to be disconnected after removal", func() bool {
 		return !b.connectedTo(a.ID)
 	})
 	if strings.Contains(a.cli("device", "list"), b.ID) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // TestFolderOfferAccepted: a folder shared by a device that the other side
@@ -19,7 +21,7 @@ func TestFolderOfferAccepted(t *testing.T) {
 	writeFile(t, filepath.Join(src, "cat.jpg"), randomBytes(3, 200000), 0o644)
 	a.cli("folder", "add", "photos", src, "--label", "Photos")
 	a.cli("folder", "share", "photos", b.ID)
-	eventually(t, 30*time.Second, "the offer to be pending on b", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the offer to be pending on b", func() bool {
 		return strings.Contains(b.cli("pending"), "photos")
 	})
 	dst := filepath.Join(t.TempDir(), "accepted")

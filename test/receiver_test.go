@@ -21,6 +21,7 @@ import (
 	"lockstep/storage/blob/s3"
 	"lockstep/storage/blob/s3/s3test"
 	"lockstep/sync/receiver/pack"
+	"lockstep/test/testutil"
 )
 
 // receiverFolder is the part of a folder's status the receiver tests read.
@@ -100,14 +101,14 @@ func holdFolder(t testing.TB, r *node, id string, trusted ...*node) {
 func backUpTo(t testing.TB, d, r *node, id, pwFile string) {
 	t.Helper()
 	d.cli("device", "add", r.ID, "--name", r.name, "--address", r.Listen, "--untrusted")
-	eventually(t, 30*time.Second, d.name+" connected to "+r.name, func() bool { return d.connectedTo(r.ID) })
+	testutil.Eventually(t, 30*time.Second, d.name+" connected to "+r.name, func() bool { return d.connectedTo(r.ID) })
 	d.cli("folder", "share", id, r.ID, "--password-file", pwFile)
 }
 
 // waitBackedUp waits until receiver r holds every file of d's folder id.
 func waitBackedUp(t testing.TB, d, r *node, id string) {
 	t.Helper()
-	eventually(t, converge, r.name+" to hold "+d.name+"'s folder", func() bool {
+	testutil.Eventually(t, converge, r.name+" to hold "+d.name+"'s folder", func() bool {
 		c, _, _ := d.encFolder(id).peer(r.ID)
 		return c == 100
 	})
@@ -245,7 +246,7 @@ func TestEncryptedBackupAndRecover(t *testing.T) {
 
 	// b joins the receivers: a wrong password is refused and makes no key.
 	b.cli("device", "add", r1.ID, "--address", r1.Listen, "--untrusted")
-	eventually(t, 30*time.Second, "b connected to r1", func() bool { return b.connectedTo(r1.ID) })
+	testutil.Eventually(t, 30*time.Second, "b connected to r1", func() bool { return b.connectedTo(r1.ID) })
 	res := run(t, b.home, "folder", "share", "docs", r1.ID, "--password-file", wrong)
 	if res.code == 0 || !strings.Contains(res.stderr, "wrong password") {
 		t.Fatalf("sharing with a wrong password: exit %d, stderr %q", res.code, res.stderr)
@@ -389,7 +390,7 @@ func TestReceiverRollback(t *testing.T) {
 	r = startNodeIn(t, "r", r.home)
 	writeFile(t, filepath.Join(dir, "two"), []byte("second"), 0o644)
 	a.cli("scan", "docs")
-	eventually(t, converge, "r to hold the second file", func() bool {
+	testutil.Eventually(t, converge, "r to hold the second file", func() bool {
 		st := r.encFolder("docs")
 		return st.Receiver != nil && st.Receiver.LogSequence >= 2
 	})
@@ -403,7 +404,7 @@ func TestReceiverRollback(t *testing.T) {
 	}
 	copyTree(t, old, r.home)
 	r = startNodeIn(t, "r", r.home)
-	eventually(t, converge, "a to refuse the rolled-back receiver", func() bool {
+	testutil.Eventually(t, converge, "a to refuse the rolled-back receiver", func() bool {
 		_, _, e := a.encFolder("docs").peer(r.ID)
 		return strings.Contains(e, "rolled back")
 	})
@@ -450,7 +451,7 @@ func TestReceiverRebuildFromBucket(t *testing.T) {
 	// a reconnects without a rollback error, and backs up a new file.
 	writeFile(t, filepath.Join(dir, "new"), []byte("after the rebuild"), 0o644)
 	a.cli("scan", "docs")
-	eventually(t, converge, "r to hold the new file", func() bool {
+	testutil.Eventually(t, converge, "r to hold the new file", func() bool {
 		st := r.encFolder("docs")
 		return st.Receiver != nil && st.Receiver.LogSequence > before.LogSequence
 	})
@@ -485,7 +486,7 @@ func TestReceiverDedup(t *testing.T) {
 	copy(data[size/2:], randomBytes(6, 1<<20))
 	writeFile(t, filepath.Join(dir, "big"), data, 0o644)
 	a.cli("scan", "docs")
-	eventually(t, converge, "r to hold the new version", func() bool {
+	testutil.Eventually(t, converge, "r to hold the new version", func() bool {
 		st := r.encFolder("docs")
 		return st.Receiver != nil && st.Receiver.Records > before.Records
 	})
@@ -633,7 +634,7 @@ func TestReceiverTamper(t *testing.T) {
 	b.cli("folder", "add", "docs", dirB)
 	b.cli("folder", "share", "docs", a.ID)
 	backUpTo(t, b, r, "docs", pw)
-	eventually(t, converge, "b to notice the damage", func() bool {
+	testutil.Eventually(t, converge, "b to notice the damage", func() bool {
 		st := b.encFolder("docs")
 		return st.TamperedChunks > 0 && st.TamperedRecords > 0
 	})

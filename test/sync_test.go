@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 const converge = 60 * time.Second
@@ -132,14 +134,22 @@ func TestConflictKeepsBoth(t *testing.T) {
 	// Cut the link by removing each other, edit both, then reconnect.
 	c.nodes[0].cli("device", "remove", c.nodes[1].ID)
 	c.nodes[1].cli("device", "remove", c.nodes[0].ID)
-	eventually(t, 20*time.Second, "nodes to disconnect", func() bool {
+	testutil.Eventually(t, 20*time.Second, "nodes to disconnect", func() bool {
 		return !c.nodes[0].connectedTo(c.nodes[1].ID)
 	})
+	hashed := []int64{c.nodes[0].folder(t).HashedBytes, c.nodes[1].folder(t).HashedBytes}
 	writeFile(t, filepath.Join(a, "doc.txt"), []byte("edit on a"), 0o644)
 	writeFile(t, filepath.Join(b, "doc.txt"), []byte("edit on b, longer"), 0o644)
 	c.nodes[0].cli("scan", "f")
 	c.nodes[1].cli("scan", "f")
-	time.Sleep(500 * time.Millisecond)
+	// Each side records its own edit before they meet again: a scan read
+	// it (HashedBytes grew) and ended (idle).
+	for i, n := range c.nodes {
+		testutil.Eventually(t, converge, n.name+" to scan its edit", func() bool {
+			st := n.folder(t)
+			return st.HashedBytes > hashed[i] && st.State == "idle"
+		})
+	}
 	c.nodes[0].cli("device", "add", c.nodes[1].ID, "--address", c.nodes[1].Listen)
 	c.nodes[1].cli("device", "add", c.nodes[0].ID, "--address", c.nodes[0].Listen)
 	c.nodes[0].cli("folder", "share", "f", c.nodes[1].ID)
@@ -180,7 +190,7 @@ func TestSendOnlyReceiveOnly(t *testing.T) {
 	c := newCluster(t, 2, "sendonly", "receiveonly")
 	src, dst := c.dirs[0], c.dirs[1]
 	writeFile(t, filepath.Join(src, "from-source.txt"), []byte("source"), 0o644)
-	eventually(t, converge, "file to reach the receiveonly node", func() bool {
+	testutil.Eventually(t, converge, "file to reach the receiveonly node", func() bool {
 		b, err := os.ReadFile(filepath.Join(dst, "from-source.txt"))
 		return err == nil && string(b) == "source"
 	})
@@ -190,11 +200,11 @@ func TestSendOnlyReceiveOnly(t *testing.T) {
 	c.nodes[1].cli("scan", "f")
 	// A new file from the source still arrives, proving the link works...
 	writeFile(t, filepath.Join(src, "second.txt"), []byte("two"), 0o644)
-	eventually(t, converge, "second file to arrive", func() bool {
+	testutil.Eventually(t, converge, "second file to arrive", func() bool {
 		_, err := os.Stat(filepath.Join(dst, "second.txt"))
 		return err == nil
 	})
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // room for the receiveonly node's changes to go back, which they must not
 	// ...and nothing went back.
 	if _, err := os.Stat(filepath.Join(src, "local-only.txt")); err == nil {
 		t.Error("a receiveonly node's new file reached the sendonly node")
@@ -226,7 +236,7 @@ func checkStatusAfterSync(t *testing.T, c *cluster) {
 			} `json:"peers"`
 		} `json:"folders"`
 	}
-	eventually(t, converge, "status to show every peer complete", func() bool {
+	testutil.Eventually(t, converge, "status to show every peer complete", func() bool {
 		if err := json.Unmarshal([]byte(c.nodes[1].cli("status", "--json")), &st); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // entry is what the tests compare of one file in a tree.
@@ -111,24 +113,23 @@ func diffTrees(a, b map[string]entry) string {
 // waitSame waits until all roots hold identical trees.
 func waitSame(t testing.TB, timeout time.Duration, roots ...string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	diff := ""
+	defer func() {
+		if diff != "" { // the wait failed: show how the trees still differ
+			t.Logf("the trees differ, %s", diff)
+		}
+	}()
+	testutil.Eventually(t, timeout, "the trees to converge", func() bool {
 		first := snapshot(t, roots[0])
-		diff := ""
+		diff = ""
 		for _, r := range roots[1:] {
 			if d := diffTrees(first, snapshot(t, r)); d != "" {
 				diff = fmt.Sprintf("%s vs %s:\n%s", roots[0], r, d)
-				break
+				return false
 			}
 		}
-		if diff == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trees did not converge within %v:\n%s", timeout, diff)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // writeFile writes content with a fixed mode and mtime, creating parents.

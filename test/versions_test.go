@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 type versionJSON struct {
@@ -28,7 +30,7 @@ func (n *node) versions(args ...string) []versionJSON {
 
 func waitContent(t *testing.T, path, want string) {
 	t.Helper()
-	eventually(t, converge, path+" to read "+want, func() bool {
+	testutil.Eventually(t, converge, path+" to read "+want, func() bool {
 		b, err := os.ReadFile(path)
 		return err == nil && string(b) == want
 	})
@@ -58,7 +60,7 @@ func TestVersioningAndRestore(t *testing.T) {
 	if err := os.Remove(y); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, converge, "the deletion to reach b", func() bool {
+	testutil.Eventually(t, converge, "the deletion to reach b", func() bool {
 		_, err := os.Stat(filepath.Join(c.dirs[1], "sub", "y.txt"))
 		return os.IsNotExist(err)
 	})
@@ -127,7 +129,7 @@ func TestReceiverPrune(t *testing.T) {
 		writeFile(t, x, randomBytes(uint64(10+i), 300_000), 0o644)
 		a.cli("scan", "docs")
 		want := int64(2 + i)
-		eventually(t, converge, "r to hold the new version", func() bool {
+		testutil.Eventually(t, converge, "r to hold the new version", func() bool {
 			st := r.encFolder("docs")
 			return st.Receiver != nil && st.Receiver.Records >= want
 		})
@@ -155,7 +157,7 @@ func TestReceiverPrune(t *testing.T) {
 	// The device carries on: a new version is backed up, no alarm.
 	writeFile(t, x, randomBytes(99, 300_000), 0o644)
 	a.cli("scan", "docs")
-	eventually(t, converge, "r to hold the newest version", func() bool {
+	testutil.Eventually(t, converge, "r to hold the newest version", func() bool {
 		return r.encFolder("docs").Receiver.Records == after.Records+1
 	})
 	waitBackedUp(t, a, r, "docs")
@@ -185,13 +187,15 @@ func TestReceiverVersionsAndRestore(t *testing.T) {
 	holdFolder(t, r, "docs", a)
 	backUpTo(t, a, r, "docs", passwordFile(t, "pw"))
 	waitBackedUp(t, a, r, "docs")
+	// Versions are listed to the second: then is a second apart from the
+	// backup before it and the edits after it.
 	time.Sleep(1100 * time.Millisecond)
 	then := time.Now().UTC()
 	time.Sleep(1100 * time.Millisecond)
 	for _, v := range []string{"version two", "version three"} {
 		writeFile(t, x, []byte(v), 0o644)
 		a.cli("scan", "docs")
-		eventually(t, converge, "the new version on r", func() bool {
+		testutil.Eventually(t, converge, "the new version on r", func() bool {
 			for _, vv := range a.versions("docs", "x.txt") {
 				if vv.Size == int64(len(v)) && vv.Source == r.ID && vv.Time.After(then) && len(a.versions("docs", "x.txt")) >= 2 {
 					return true
@@ -236,7 +240,7 @@ func TestReceiverVersionsAndRestore(t *testing.T) {
 	// In place, by time: the folder goes back and the receiver gets it.
 	a.cli("restore", "docs", "x.txt", "--at", then.Format(time.RFC3339))
 	waitContent(t, x, "version one")
-	eventually(t, converge, "the restored version backed up", func() bool { return len(a.versions("docs", "x.txt")) == 4 })
+	testutil.Eventually(t, converge, "the restored version backed up", func() bool { return len(a.versions("docs", "x.txt")) == 4 })
 }
 
 // TestFiveEditsEverySource: a file edited five times on one node shows
@@ -268,7 +272,7 @@ func TestFiveEditsEverySource(t *testing.T) {
 	waitBackedUp(t, a, r, "f")
 	then := time.Now().UTC()
 	want := snapshot(t, c.dirs[0])
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // versions are listed to the second: the edits come a second after then
 
 	contents := map[string]bool{"edit 0": true}
 	for i := 1; i <= 5; i++ {
@@ -310,12 +314,12 @@ func TestFiveEditsEverySource(t *testing.T) {
 	if err := os.Remove(filepath.Join(c.dirs[0], "d", "y.bin")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, converge, "the deletion on b", func() bool {
+	testutil.Eventually(t, converge, "the deletion on b", func() bool {
 		_, err := os.Stat(filepath.Join(c.dirs[1], "d", "y.bin"))
 		return os.IsNotExist(err)
 	})
 	b.cli("restore", "f", "d/y.bin")
-	eventually(t, converge, "the restored file on a", func() bool {
+	testutil.Eventually(t, converge, "the restored file on a", func() bool {
 		_, err := os.Stat(filepath.Join(c.dirs[0], "d", "y.bin"))
 		return err == nil
 	})
