@@ -22,6 +22,7 @@ import (
 	"lockstep/sync/backup"
 	"lockstep/sync/connections"
 	"lockstep/sync/engine"
+	"lockstep/sync/events"
 	"lockstep/sync/receiver"
 	"lockstep/sync/router"
 	"lockstep/web"
@@ -105,6 +106,8 @@ func runNode(parent context.Context, opts nodeOptions) error {
 		return err
 	}
 	recv := receiver.New(id.ID, database, store, log)
+	bus := events.NewBus(0)
+	recv.SetEvents(bus)
 	// Loaded before the node says it is ready, so its status is complete
 	// from the first request.
 	if err := recv.Reload(ctx); err != nil {
@@ -117,12 +120,12 @@ func runNode(parent context.Context, opts nodeOptions) error {
 			folderRoot = filepath.Join(h, "Sync")
 		}
 	}
-	rt := router.New(id.ID, database, log)
-	eng := engine.New(id.ID, database, log, engine.Options{Net: rt})
+	rt := router.New(id.ID, database, log, bus)
+	eng := engine.New(id.ID, database, log, engine.Options{Net: rt, Events: bus})
 	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{})
 	eng.SetSealed(bk)
 	rt.Handle(eng, bk, recv)
-	reg := &registry{db: database, self: id.ID}
+	reg := &registry{db: database, self: id.ID, events: bus}
 	find, err := newFinder(ctx, id, opts.Find, log)
 	if err != nil {
 		return err
@@ -130,7 +133,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	conns, err := connections.New(ctx, connections.Config{
 		Identity: id,
 		Registry: reg,
-		Handler:  &peerHandler{id: id, name: id.Leaf.Subject.CommonName, log: log, router: rt},
+		Handler:  router.Hello{Router: rt, Name: id.Leaf.Subject.CommonName, Version: version},
 		Listen:   opts.Listen,
 		Logger:   log,
 		Resolver: find,
@@ -151,7 +154,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Discovery: find, Home: opts.Home, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Events: bus, Discovery: find, Home: opts.Home, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}

@@ -8,12 +8,14 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/connections"
+	"lockstep/sync/events"
 )
 
 // registry answers the connection service's questions from the database.
 type registry struct {
-	db   *db.DB
-	self crypt.DeviceID
+	db     *db.DB
+	self   crypt.DeviceID
+	events *events.Bus
 }
 
 func (r *registry) Peers(ctx context.Context) ([]connections.Peer, error) {
@@ -35,7 +37,11 @@ func (r *registry) Peers(ctx context.Context) ([]connections.Peer, error) {
 
 func (r *registry) Pending(ctx context.Context, id crypt.DeviceID, addr string) error {
 	now := time.Now()
-	return r.db.AddPendingDevice(ctx, db.PendingDevice{ID: id.String(), Address: addr, FirstSeen: now, LastSeen: now})
+	if err := r.db.AddPendingDevice(ctx, db.PendingDevice{ID: id.String(), Address: addr, FirstSeen: now, LastSeen: now}); err != nil {
+		return err
+	}
+	r.events.Publish(events.PendingChanged{Device: id.String()})
+	return nil
 }
 
 func (r *registry) Seen(ctx context.Context, id crypt.DeviceID, t time.Time) error {

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// kind classifies c for status reports.
-func (c *Conn) kind() string {
+// Kind classifies c: TypeLAN, TypeWAN or TypeRelay.
+func (c *Conn) Kind() string {
 	if c.Relay != "" {
 		return TypeRelay
 	}

@@ -254,11 +254,11 @@ func TestKind(t *testing.T) {
 		"[2001:db8::1]:5": TypeWAN,
 		"garbage":         TypeWAN,
 	} {
-		if got := (&Conn{Addr: addr}).kind(); got != want {
+		if got := (&Conn{Addr: addr}).Kind(); got != want {
 			t.Errorf("kind(%s) = %s, want %s", addr, got, want)
 		}
 	}
-	if got := (&Conn{Addr: "8.8.8.8:5", Relay: "relay://h:1"}).kind(); got != TypeRelay {
+	if got := (&Conn{Addr: "8.8.8.8:5", Relay: "relay://h:1"}).Kind(); got != TypeRelay {
 		t.Errorf("relayed kind = %s", got)
 	}
 }

@@ -264,7 +264,7 @@ func (s *Service) Connections() []Info {
 		if !c.ready.Load() {
 			continue
 		}
-		out = append(out, Info{ID: c.ID, Addr: c.Addr, Dialed: c.Dialed, Since: c.Since, Type: c.kind()})
+		out = append(out, Info{ID: c.ID, Addr: c.Addr, Dialed: c.Dialed, Since: c.Since, Type: c.Kind()})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ID[:], out[j].ID[:]) < 0 })
 	return out

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/events"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 )
@@ -75,6 +76,9 @@ func (f *folder) commitBatch(ctx context.Context, batch []done, fail func(*index
 	f.lastPulled = time.Now()
 	f.mu.Unlock()
 	f.notifyIndex()
+	for i := range recs {
+		f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: recs[i].Name, Action: events.ActionUpdate})
+	}
 }
 
 func (f *folder) dropTemp(tmp string) {
@@ -106,6 +110,7 @@ func (f *folder) commit(d *done) (index.Record, error) {
 			return r, fmt.Errorf("keeping the conflicting version: %w", err)
 		}
 		f.log.Info("conflict: kept the local version", "name", r.Name, "copy", cname)
+		f.e.opts.Events.Publish(events.ConflictCreated{Folder: f.id, Name: r.Name, ConflictName: cname, Device: d.local.ModifiedBy.String()})
 		f.requestScan([]string{cname})
 	} else if exists && cur.IsDir() {
 		// A directory replaced by a file or symlink: only if it is empty.
@@ -166,6 +171,7 @@ func (f *folder) pullDir(ctx context.Context, r *index.Record) error {
 		if err := f.fs.Rename(r.Name, cname); err != nil {
 			return err
 		}
+		f.e.opts.Events.Publish(events.ConflictCreated{Folder: f.id, Name: r.Name, ConflictName: cname, Device: l.ModifiedBy.String()})
 		f.requestScan([]string{cname})
 		fallthrough
 	case errors.Is(err, fs.ErrNotExist):

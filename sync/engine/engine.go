@@ -33,6 +33,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 	"lockstep/sync/scan"
@@ -84,6 +85,9 @@ type Options struct {
 	// set before Serve.
 	Net    Network
 	Sealed Sealed
+	// Events receives folder states, pulled items and conflicts; nil
+	// publishes none.
+	Events *events.Bus
 }
 
 // New returns an engine for the node id with its database.

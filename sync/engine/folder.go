@@ -15,6 +15,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/storage/syncahead"
+	"lockstep/sync/events"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/scan"
@@ -189,27 +190,46 @@ func (f *folder) requestScan(paths []string) {
 }
 
 func (f *folder) setState(s string) {
-	f.mu.Lock()
-	f.state = s
-	f.mu.Unlock()
+	f.changeState(func() { f.state = s })
 }
 
 func (f *folder) setError(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil {
+	f.changeState(func() {
 		f.err = ""
-		return
+		if err != nil {
+			f.err = err.Error()
+		}
+	})
+}
+
+// changeState runs change under f.mu and publishes the folder's state as
+// status shows it, when that changed.
+func (f *folder) changeState(change func()) {
+	f.mu.Lock()
+	from := f.shownState()
+	change()
+	to, msg := f.shownState(), f.err
+	f.mu.Unlock()
+	if from != to {
+		f.e.opts.Events.Publish(events.FolderStateChanged{Folder: f.id, From: from, State: to, Error: msg})
 	}
-	f.err = err.Error()
+}
+
+// shownState is the state status reports: an error shows while the
+// folder is stopped by it or idle. The caller holds f.mu.
+func (f *folder) shownState() string {
+	if f.err != "" && (f.blocked || f.state == StateIdle) {
+		return StateError
+	}
+	return f.state
 }
 
 func (f *folder) allowDeletes() {
-	f.mu.Lock()
-	f.allowMass = true
-	f.blocked = false
-	f.err = ""
-	f.mu.Unlock()
+	f.changeState(func() {
+		f.allowMass = true
+		f.blocked = false
+		f.err = ""
+	})
 	f.requestPull()
 }
 
@@ -319,9 +339,11 @@ func (f *folder) runScan(ctx context.Context) {
 	}
 	f.setState(StateIdle)
 	f.log.Debug("scan done", "paths", len(paths), "took", time.Since(start))
+	f.e.opts.Events.Publish(events.FolderSummary{Folder: f.id})
 	if err != nil && ctx.Err() == nil {
 		f.log.Warn("scan failed", "err", err)
 		f.setError(fmt.Errorf("scan: %w", err))
+		f.e.opts.Events.Publish(events.FolderError{Folder: f.id, Error: "scan: " + err.Error()})
 		return
 	}
 	f.requestPull()

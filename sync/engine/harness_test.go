@@ -105,7 +105,7 @@ var routers sync.Map // *Engine -> *router.Router
 // and backup beside it.
 func newWired(id crypt.DeviceID, d *db.DB) *Engine {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := router.New(id, d, log)
+	r := router.New(id, d, log, nil)
 	e := New(id, d, log, Options{Net: r})
 	b := backup.New(id, d, log, testFolders{e}, r, backup.Options{})
 	e.SetSealed(b)

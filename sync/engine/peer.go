@@ -7,6 +7,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 	"lockstep/sync/router"
@@ -250,6 +251,7 @@ func (e *Engine) Index(p *router.Peer, folderID string, files []*protocol.FileIn
 	if err := f.set.UpdateRemote(p.Context(), p.ID, recs); err != nil {
 		return fmt.Errorf("storing index of %s: %w", folderID, err)
 	}
+	e.opts.Events.Publish(events.FolderSummary{Folder: folderID})
 	f.requestPull()
 	return nil
 }

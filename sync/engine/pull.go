@@ -17,6 +17,7 @@ import (
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
@@ -78,6 +79,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		}
 		if ctx.Err() == nil {
 			f.log.Warn("pull failed", "name", r.Name, "err", err)
+			f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: itemAction(r), Error: err.Error()})
 		}
 	}
 
@@ -90,6 +92,8 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		case r.Type == index.Dir:
 			if err := f.pullDir(ctx, r); err != nil {
 				fail(r, err)
+			} else {
+				f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: events.ActionUpdate})
 			}
 		default:
 			files = append(files, *r)
@@ -104,6 +108,8 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		}
 		if err := f.pullDelete(ctx, &deletes[i]); err != nil {
 			fail(&deletes[i], err)
+		} else {
+			f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: deletes[i].Name, Action: events.ActionDelete})
 		}
 	}
 	f.mu.Lock()
@@ -113,6 +119,14 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		f.setError(nil)
 	}
 	return failed.Load() > 0
+}
+
+// itemAction is what pulling r does, for events.
+func itemAction(r *index.Record) string {
+	if r.Deleted {
+		return events.ActionDelete
+	}
+	return events.ActionUpdate
 }
 
 // guardMassDelete stops the folder when peers' changes would delete more
@@ -137,10 +151,10 @@ func (f *folder) guardMassDelete(need []index.Record) bool {
 	if local < massDeleteMinF || dels*2 <= local {
 		return false
 	}
-	f.mu.Lock()
-	f.blocked = true
-	f.err = fmt.Sprintf("peers' changes would delete %d of %d files; stopped. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, f.id)
-	f.mu.Unlock()
+	f.changeState(func() {
+		f.blocked = true
+		f.err = fmt.Sprintf("peers' changes would delete %d of %d files; stopped. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, f.id)
+	})
 	f.log.Warn("stopped before a mass deletion", "deletes", dels, "files", local)
 	return true
 }

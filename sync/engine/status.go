@@ -41,10 +41,7 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 		return st, false
 	}
 	f.mu.Lock()
-	st = FolderStatus{ID: id, State: f.state, Error: f.err, PullTotal: f.pullTotal, PullDone: f.pullDone}
-	if f.err != "" && (f.blocked || f.state == StateIdle) {
-		st.State = StateError
-	}
+	st = FolderStatus{ID: id, State: f.shownState(), Error: f.err, PullTotal: f.pullTotal, PullDone: f.pullDone}
 	shares := make([]PeerStatus, 0, len(f.shares))
 	for d := range f.shares {
 		shares = append(shares, PeerStatus{Device: d, Untrusted: f.receivers[d]})

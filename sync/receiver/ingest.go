@@ -14,6 +14,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/protocol"
 )
 
@@ -121,6 +122,12 @@ func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.Seale
 			return err
 		}
 	}
+	l.records += int64(len(keep))
+	l.chunks += int64(len(fetched))
+	for _, c := range fetched {
+		l.bytes += c.Size
+	}
+	r.events.Publish(events.ReceiverProgress{Folder: f.id, Device: crypt.DeviceID(l.p.Peer()).String(), Records: l.records, Chunks: l.chunks, Bytes: l.bytes})
 	r.log.Debug("stored sealed records", "folder", f.id, "records", len(keep), "chunks", len(fetched),
 		"fetch", fetchTime.Round(time.Millisecond), "commit", (time.Since(start) - fetchTime).Round(time.Millisecond))
 	return nil

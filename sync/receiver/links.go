@@ -34,6 +34,9 @@ type link struct {
 	senderCancel context.CancelFunc
 	senderDone   chan struct{}
 	acks         *acks
+
+	// Stored since the link started, for progress events; the ingester's.
+	records, chunks, bytes int64
 }
 
 // stop ends the link's goroutines and waits for them.

@@ -15,6 +15,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/protocol"
 )
 
@@ -57,10 +58,11 @@ type Peer interface {
 // Receiver stores and serves the encrypted folders of one node. Create it
 // with New and call Reload before anything else. Safe for concurrent use.
 type Receiver struct {
-	self  crypt.DeviceID
-	db    *db.DB
-	store blob.Store
-	log   *slog.Logger
+	events *events.Bus // nil: none published
+	self   crypt.DeviceID
+	db     *db.DB
+	store  blob.Store
+	log    *slog.Logger
 
 	batchBytes atomic.Int64 // about the largest SealedIndex sent; tests lower it
 	packBelow  atomic.Int64 // chunks shorter than this are packed; tests change it
@@ -93,6 +95,10 @@ type folder struct {
 	meta   []byte        // the meta object last written or found in the store
 	wake   chan struct{} // closed, and replaced, at every append
 }
+
+// SetEvents makes the receiver publish its ingest's progress on bus.
+// Call it before Reload.
+func (r *Receiver) SetEvents(bus *events.Bus) { r.events = bus }
 
 // New returns a Receiver for the encrypted folders in database, storing
 // chunks, logs and envelopes in store. It does nothing until Reload.

@@ -36,6 +36,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/protocol"
 	"lockstep/sync/receiver"
 )
@@ -102,15 +103,17 @@ type Router struct {
 
 	trusted Trusted
 	backup  Backup
-	recv    Receiver // nil on a node that holds no encrypted folders
+	recv    Receiver    // nil on a node that holds no encrypted folders
+	events  *events.Bus // nil: none published
 
 	mu    sync.Mutex
 	peers map[crypt.DeviceID]*Peer
 }
 
-// New returns a router for the node id.
-func New(id crypt.DeviceID, database *db.DB, log *slog.Logger) *Router {
-	return &Router{id: id, db: database, log: log, peers: map[crypt.DeviceID]*Peer{}}
+// New returns a router for the node id; it publishes connections and
+// folder offers on bus, which may be nil.
+func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, bus *events.Bus) *Router {
+	return &Router{id: id, db: database, log: log, events: bus, peers: map[crypt.DeviceID]*Peer{}}
 }
 
 // Handle sets the handlers; recv may be nil.
@@ -355,6 +358,7 @@ func (r *Router) recordOffer(ctx context.Context, peer crypt.DeviceID, wf *proto
 	switch {
 	case err == nil:
 		r.log.Info("folder offered by device", "folder", wf.GetId(), "device", peer.String())
+		r.events.Publish(events.PendingChanged{Device: peer.String(), Folder: wf.GetId()})
 	case !errors.Is(err, db.ErrConstraint):
 		r.log.Warn("recording folder offer", "folder", wf.GetId(), "err", err)
 	}

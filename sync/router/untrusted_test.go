@@ -39,7 +39,7 @@ func node(t *testing.T, dir string, devs ...db.Device) *router.Router {
 		}
 	}
 	id, log := crypt.DeviceID{9}, slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := router.New(id, d, log)
+	r := router.New(id, d, log, nil)
 	e := engine.New(id, d, log, engine.Options{Net: r})
 	b := backup.New(id, d, log, folders{e}, r, backup.Options{})
 	e.SetSealed(b)
