@@ -15,6 +15,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/backup"
+	"lockstep/sync/events"
 	"lockstep/sync/index"
 	"lockstep/sync/router"
 )
@@ -106,7 +107,7 @@ var routers sync.Map // *Engine -> *router.Router
 func newWired(id crypt.DeviceID, d *db.DB) *Engine {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := router.New(id, d, log, nil)
-	e := New(id, d, log, Options{Net: r})
+	e := New(id, d, log, Options{Net: r, Events: events.NewBus(0)})
 	b := backup.New(id, d, log, testFolders{e}, r, backup.Options{})
 	e.SetSealed(b)
 	r.Handle(e, b, nil)
