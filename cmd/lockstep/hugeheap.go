@@ -8,8 +8,8 @@
 // Go asks for no huge pages for its heap, and under the common setting
 // "madvise" the kernel gives none unasked. adviseHugeHeap reserves a range of heap
 // and advises it MADV_HUGEPAGE before anything is allocated there; the
-// heap's allocations then fault in 2 MiB at a time (docs/design.md,
-// "Where the time goes").
+// heap's allocations then fault in 2 MiB at a time (docs/performance.md,
+// "Measuring on a VM" and "What paid").
 //
 // Invariants:
 //   - adviseHugeHeap is best effort: where huge pages are off (or Go's are, with

@@ -1,8 +1,8 @@
 // Command lockstep keeps folders identical across devices and keeps an
 // encrypted, versioned backup on devices the user does not trust.
 //
-// The CLI is described in CONTRACT.md; this package only parses flags and
-// wires packages together.
+// The CLI is described in docs/contract.md; this package only parses flags
+// and wires packages together.
 package main
 
 import (
