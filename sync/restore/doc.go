@@ -24,14 +24,17 @@
 //     are counted in Result.DamagedRecords. Recover then returns an error
 //     wrapping ErrDamaged, after writing everything else.
 //   - Files appear under their final names only once complete: each is
-//     built in a temporary file, fsynced, given its mode and mtime, and
-//     renamed into place. One filesystem barrier (fsys.Root.Sync) ends a
-//     recovery. Files of earlyWritebackSize or more are handed to the
-//     kernel's writeback as they are written, and barriers run in the
-//     background every syncahead.Every bytes, which only starts earlier
-//     what the last barrier waits for. Those files are dropped from the
-//     page cache dropBehind behind their part written from the start, once
-//     on disk.
+//     built in a temporary file beside its name and given its mode and
+//     mtime, with no fsync of its own. Once every file is written, one
+//     filesystem barrier (fsys.Root.Sync: syncfs(2) on Linux) covers all
+//     their data; then they are renamed into place (renameWorkers at a
+//     time), symlinks are made, directories get their modes and times, and
+//     a last barrier ends the recovery. Files of earlyWritebackSize or more
+//     are handed to the kernel's writeback as they are written, and
+//     barriers run in the background every syncahead.Every bytes, which
+//     only starts earlier what the first barrier waits for. Those files
+//     are dropped from the page cache dropBehind behind their part written
+//     from the start, once on disk.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
 //     and while the key opens (only with Options.Prefetch) at most
 //     prefetchInFlight, fetching the records' chunks until prefetchBudget
