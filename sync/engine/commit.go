@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,12 @@ func (f *folder) dropTemp(tmp string) {
 }
 
 // commit puts one pulled item in place and returns its new local record.
+//
+// A local file is never lost to the replacement: the file in place is
+// checked against the local record before, and again after it was swapped
+// out atomically (fsys.Root.Exchange), so a write that landed between
+// the two is found on the file moved aside, which is then kept as a
+// conflict copy.
 func (f *folder) commit(d *done) (index.Record, error) {
 	r := d.rec
 	r.Flags = 0
@@ -102,35 +109,121 @@ func (f *folder) commit(d *done) (index.Record, error) {
 	if !matchesLocal(cur, exists, d.local) {
 		return r, errChangedLocally
 	}
-	if exists && d.local != nil && !d.local.Deleted && d.local.Version.Compare(r.Version) == index.Concurrent {
-		// Both changed: the local version lost, and is kept beside the
-		// winner under a conflict name that syncs like any file.
-		cname := conflictName(r.Name, d.local.ModifiedBy, time.Now())
-		if err := f.fs.Rename(r.Name, cname); err != nil {
-			return r, fmt.Errorf("keeping the conflicting version: %w", err)
+	// Both changed: the local version lost, and is kept beside the winner
+	// under a conflict name that syncs like any file.
+	conflict := exists && d.local != nil && !d.local.Deleted && d.local.Version.Compare(r.Version) == index.Concurrent
+	if f.beforeReplace != nil {
+		f.beforeReplace(r.Name)
+	}
+	switch {
+	case !exists:
+		if err := f.fs.RenameNoReplace(d.tmp, r.Name); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return r, errChangedLocally // created meanwhile
+			}
+			return r, err
 		}
-		f.log.Info("conflict: kept the local version", "name", r.Name, "copy", cname)
-		f.e.opts.Events.Publish(events.ConflictCreated{Folder: f.id, Name: r.Name, ConflictName: cname, Device: d.local.ModifiedBy.String()})
-		f.requestScan([]string{cname})
-	} else if exists && cur.IsDir() {
+	case cur.IsDir():
 		// A directory replaced by a file or symlink: only if it is empty.
 		if err := f.fs.Remove(r.Name); err != nil {
 			return r, fmt.Errorf("replacing a directory: %w", err)
 		}
-	} else if exists && cur.Mode().IsRegular() {
-		// The replaced version goes to versioning, when it is on.
-		if _, err := f.archived(r.Name); err != nil {
+		if err := f.fs.RenameNoReplace(d.tmp, r.Name); err != nil {
 			return r, err
 		}
-	}
-	if err := f.fs.Rename(d.tmp, r.Name); err != nil {
-		return r, err
+	default:
+		if err := f.replace(d, cur, conflict); err != nil {
+			return r, err
+		}
 	}
 	if fi, err := f.fs.Lstat(r.Name); err == nil {
 		r.Inode = inodeOf(fi)
 	}
 	return r, nil
 }
+
+// replace puts d's temp file in place of the file or symlink there now,
+// which matched the local record when looked at (cur). The old entry is
+// swapped out first and checked again: changed since, it is a local edit
+// that landed meanwhile and is kept as a conflict copy; a conflict keeps
+// it too; else it goes to versioning, or away.
+func (f *folder) replace(d *done, cur fs.FileInfo, conflict bool) error {
+	name := d.rec.Name
+	err := f.fs.Exchange(d.tmp, name)
+	if errors.Is(err, fsys.ErrNoExchange) {
+		return f.replaceByRename(d, cur, conflict)
+	}
+	if err != nil {
+		return err
+	}
+	old, err := f.fs.Lstat(d.tmp)
+	changed := err != nil || !matchesLocal(old, true, d.local)
+	switch {
+	case changed:
+		cname, err := f.keepConflict(d.tmp, name, f.short, time.Now())
+		if err != nil {
+			return fmt.Errorf("keeping a local change made while %s was replaced: %w", name, err)
+		}
+		f.log.Warn("a local change landed as the file was replaced; kept it as a conflict copy", "name", name, "copy", cname)
+	case conflict:
+		if _, err := f.keepConflict(d.tmp, name, d.local.ModifiedBy, time.Now()); err != nil {
+			return fmt.Errorf("keeping the conflicting version: %w", err)
+		}
+	case old.Mode().IsRegular():
+		saved, err := f.archivedFrom(d.tmp, name)
+		if err != nil {
+			return err
+		}
+		if !saved {
+			return f.fs.Remove(d.tmp)
+		}
+	default:
+		return f.fs.Remove(d.tmp)
+	}
+	return nil
+}
+
+// replaceByRename is replace where names can't be swapped atomically: a
+// write between the check and the rename is lost there.
+func (f *folder) replaceByRename(d *done, cur fs.FileInfo, conflict bool) error {
+	name := d.rec.Name
+	switch {
+	case conflict:
+		if _, err := f.keepConflict(name, name, d.local.ModifiedBy, time.Now()); err != nil {
+			return fmt.Errorf("keeping the conflicting version: %w", err)
+		}
+	case cur.Mode().IsRegular():
+		// The replaced version goes to versioning, when it is on.
+		if _, err := f.archived(name); err != nil {
+			return err
+		}
+	}
+	return f.fs.Rename(d.tmp, name)
+}
+
+// keepConflict moves src, a version of name that lost to another, to a
+// conflict name of name that no file has (never over another conflict
+// copy), has it scanned so it syncs, and returns that name.
+func (f *folder) keepConflict(src, name string, by crypt.ShortID, now time.Time) (string, error) {
+	for n := 1; n <= maxConflictCopies; n++ {
+		cname := conflictName(name, by, now, n)
+		err := f.fs.RenameNoReplace(src, cname)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		f.log.Info("conflict: kept the local version", "name", name, "copy", cname)
+		f.e.opts.Events.Publish(events.ConflictCreated{Folder: f.id, Name: name, ConflictName: cname, Device: by.String()})
+		f.requestScan([]string{cname})
+		return cname, nil
+	}
+	return "", fmt.Errorf("more than %d conflict copies of %s in one second: %w", maxConflictCopies, name, fs.ErrExist)
+}
+
+// maxConflictCopies bounds the conflict copies of one file in one second.
+const maxConflictCopies = 1000
 
 // matchesLocal reports whether the file on disk (cur, if exists) is what
 // the local record says, so replacing it loses nothing that was not
@@ -167,12 +260,9 @@ func (f *folder) pullDir(ctx context.Context, r *index.Record) error {
 			return errChangedLocally
 		}
 		// A file or symlink became a directory: keep the old entry.
-		cname := conflictName(r.Name, l.ModifiedBy, time.Now())
-		if err := f.fs.Rename(r.Name, cname); err != nil {
+		if _, err := f.keepConflict(r.Name, r.Name, l.ModifiedBy, time.Now()); err != nil {
 			return err
 		}
-		f.e.opts.Events.Publish(events.ConflictCreated{Folder: f.id, Name: r.Name, ConflictName: cname, Device: l.ModifiedBy.String()})
-		f.requestScan([]string{cname})
 		fallthrough
 	case errors.Is(err, fs.ErrNotExist):
 		if err := f.fs.MkdirAll(r.Name, 0o755); err != nil {
@@ -197,6 +287,43 @@ func (f *folder) pullDir(ctx context.Context, r *index.Record) error {
 	return nil
 }
 
+// deleteFile removes the file or symlink name, which matched local when
+// looked at. It is moved aside first and checked again: a local write
+// that landed meanwhile puts it back (or, if the name was taken meanwhile,
+// keeps it as a conflict copy) and the deletion waits for a rescan.
+func (f *folder) deleteFile(name string, local *index.Record) error {
+	aside := tempName(name)
+	if err := f.fs.RenameNoReplace(name, aside); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // gone meanwhile: what the deletion wanted
+		}
+		return err
+	}
+	old, err := f.fs.Lstat(aside)
+	if err != nil || !matchesLocal(old, true, local) {
+		if err := f.fs.RenameNoReplace(aside, name); err != nil {
+			if _, cerr := f.keepConflict(aside, name, f.short, time.Now()); cerr != nil {
+				return fmt.Errorf("keeping a local change made while %s was deleted: %w", name, cerr)
+			}
+		}
+		return errChangedLocally
+	}
+	if old.Mode().IsRegular() {
+		saved, err := f.archivedFrom(aside, name)
+		if err != nil {
+			// Never leave it under a temp name, which a restart removes.
+			if rerr := f.fs.RenameNoReplace(aside, name); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
+		if saved {
+			return nil
+		}
+	}
+	return f.fs.Remove(aside)
+}
+
 // pullDelete removes a file, symlink or empty directory that peers deleted.
 func (f *folder) pullDelete(ctx context.Context, r *index.Record) error {
 	l, ok := f.set.Local(r.Name)
@@ -206,23 +333,22 @@ func (f *folder) pullDelete(ctx context.Context, r *index.Record) error {
 		return err
 	}
 	if exists {
-		if !matchesLocal(cur, true, ptrIf(l, ok)) {
+		local := ptrIf(l, ok)
+		if !matchesLocal(cur, true, local) {
 			return errChangedLocally
 		}
-		saved := false
-		if cur.Mode().IsRegular() {
-			var err error
-			if saved, err = f.archived(r.Name); err != nil {
-				return err
-			}
+		if f.beforeReplace != nil {
+			f.beforeReplace(r.Name)
 		}
-		if !saved { // not moved into the archive: remove it
+		if cur.IsDir() {
 			if err := f.fs.Remove(r.Name); err != nil {
-				if cur.IsDir() && errors.Is(err, syscall.ENOTEMPTY) {
+				if errors.Is(err, syscall.ENOTEMPTY) {
 					return fmt.Errorf("directory not empty (it holds files that are not synced)")
 				}
 				return err
 			}
+		} else if err := f.deleteFile(r.Name, local); err != nil {
+			return err
 		}
 	}
 	rec := *r
@@ -241,15 +367,20 @@ func ptrIf(r index.Record, ok bool) *index.Record {
 	return &r
 }
 
-// conflictName is name.sync-conflict-YYYYMMDD-HHMMSS-SHORTID.ext.
-func conflictName(name string, by crypt.ShortID, t time.Time) string {
+// conflictName is name.sync-conflict-YYYYMMDD-HHMMSS-SHORTID.ext for the
+// first conflict copy in a second, and ...-SHORTID-N.ext for the N-th.
+func conflictName(name string, by crypt.ShortID, t time.Time, n int) string {
 	dir, base := path.Split(name)
 	ext := path.Ext(base)
 	if ext == base {
 		ext = "" // ".bashrc" has no extension
 	}
 	stem := strings.TrimSuffix(base, ext)
-	return dir + stem + ".sync-conflict-" + t.Format("20060102-150405") + "-" + by.String() + ext
+	seq := ""
+	if n > 1 {
+		seq = "-" + strconv.Itoa(n)
+	}
+	return dir + stem + ".sync-conflict-" + t.Format("20060102-150405") + "-" + by.String() + seq + ext
 }
 
 // tempName is a fresh temp name beside name.

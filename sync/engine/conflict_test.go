@@ -18,7 +18,7 @@ func TestConflictName(t *testing.T) {
 		"d.dir/noext":  "d.dir/noext.sync-conflict-20260102-030405-" + id.String(),
 	}
 	for in, want := range cases {
-		if got := conflictName(in, id, at); got != want {
+		if got := conflictName(in, id, at, 1); got != want {
 			t.Errorf("conflictName(%q) = %q, want %q", in, got, want)
 		}
 	}

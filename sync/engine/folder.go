@@ -63,6 +63,10 @@ type folder struct {
 
 	archive *versions.Archive // nil: versioning off
 
+	// beforeReplace, when set (tests), runs in commit after the file in
+	// place was checked and before it is replaced.
+	beforeReplace func(name string)
+
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead; bytes read by scans to be chunked.
 	pulledBytes, reusedBytes, pulledBlocks atomic.Int64

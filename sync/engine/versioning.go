@@ -105,6 +105,23 @@ func (f *folder) archived(name string) (bool, error) {
 	return true, nil
 }
 
+// archivedFrom is archived for the version of name now at src.
+func (f *folder) archivedFrom(src, name string) (bool, error) {
+	f.mu.Lock()
+	a := f.archive
+	f.mu.Unlock()
+	if a == nil {
+		return false, nil
+	}
+	if err := a.SaveFrom(src, name, time.Now()); err != nil {
+		if errors.Is(err, versions.ErrNoVersioning) {
+			return false, nil
+		}
+		return false, fmt.Errorf("keeping the old version: %w", err)
+	}
+	return true, nil
+}
+
 // archiveOf returns the folder's archive, even with versioning off (its
 // versions stay listable and restorable).
 func (e *Engine) archiveOf(ctx context.Context, folderID string) (*folder, *versions.Archive, error) {

@@ -210,3 +210,26 @@ func renameBeneath(dir *os.File, from, to string) bool {
 		return rerr
 	})
 }
+
+// renameBeneathFlags is renameBeneath for renameat2's flags
+// (RENAME_NOREPLACE, RENAME_EXCHANGE). It reports whether the call was
+// made, and its error.
+func renameBeneathFlags(dir *os.File, from, to string, flags uint) (bool, error) {
+	var rerr error = errNotDone
+	atParent(dir, from, func(pf int, fb string) error {
+		atParent(dir, to, func(pt int, tb string) error {
+			rerr = unix.Renameat2(pf, fb, pt, tb, flags)
+			return rerr
+		})
+		return rerr
+	})
+	if errors.Is(rerr, errNotDone) {
+		return false, nil
+	}
+	return true, rerr
+}
+
+const (
+	renameNoReplace = unix.RENAME_NOREPLACE
+	renameExchange  = unix.RENAME_EXCHANGE
+)

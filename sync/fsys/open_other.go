@@ -19,3 +19,10 @@ func chmodBeneath(*os.File, string, fs.FileMode) bool { return false }
 func chtimesBeneath(*os.File, string, time.Time) bool { return false }
 func removeBeneath(*os.File, string) bool             { return false }
 func renameBeneath(*os.File, string, string) bool     { return false }
+
+func renameBeneathFlags(*os.File, string, string, uint) (bool, error) { return false, nil }
+
+const (
+	renameNoReplace = 1
+	renameExchange  = 2
+)

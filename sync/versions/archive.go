@@ -73,13 +73,20 @@ func New(root fsys.FS, p Policy) *Archive {
 // where it was and the caller deletes or replaces it as without
 // versioning, or stops.
 func (a *Archive) Save(name string, now time.Time) error {
+	return a.SaveFrom(name, name, now)
+}
+
+// SaveFrom is Save for the version of name that is now at src (the puller
+// moves a replaced file aside before it decides what to do with it): it
+// moves src into the archive as a version of name.
+func (a *Archive) SaveFrom(src, name string, now time.Time) error {
 	if !a.policy.active() {
 		return ErrNoVersioning
 	}
 	if err := fsys.ValidName(name); err != nil {
 		return fmt.Errorf("versioning: %w", err)
 	}
-	fi, err := a.fs.Lstat(name)
+	fi, err := a.fs.Lstat(src)
 	if err != nil {
 		return fmt.Errorf("versioning: %w", err)
 	}
@@ -106,7 +113,7 @@ func (a *Archive) Save(name string, now time.Time) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("versioning %q: %w", name, err)
 		}
-		if err := a.fs.Rename(name, target); err != nil {
+		if err := a.fs.Rename(src, target); err != nil {
 			return fmt.Errorf("versioning %q: %w", name, err)
 		}
 		return nil

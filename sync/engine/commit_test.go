@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+)
+
+// TestConflictCopiesInOneSecond: conflict copies of one file made in the
+// same second never replace each other.
+func TestConflictCopiesInOneSecond(t *testing.T) {
+	f := idleFolder(t)
+	dir := f.config().Path
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var names []string
+	for i, content := range []string{"first", "second", "third"} {
+		if err := os.WriteFile(filepath.Join(dir, "doc.txt"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cname, err := f.keepConflict("doc.txt", "doc.txt", crypt.ShortID(7), now)
+		if err != nil {
+			t.Fatalf("conflict %d: %v", i+1, err)
+		}
+		names = append(names, cname)
+	}
+	for i, content := range []string{"first", "second", "third"} {
+		got, err := os.ReadFile(filepath.Join(dir, names[i]))
+		if err != nil || string(got) != content {
+			t.Errorf("conflict copy %d (%s) = %q, %v; want %q", i+1, names[i], got, err, content)
+		}
+	}
+	if names[0] == names[1] || names[1] == names[2] || names[0] == names[2] {
+		t.Fatalf("conflict names repeat: %v", names)
+	}
+}
+
+// raceNodes are two connected engines sharing folder "f", with x.txt
+// synced to b; b's puller calls write just before it replaces or deletes
+// a file.
+func raceNodes(t *testing.T, write func(dir, name string)) (dirA, dirB string) {
+	t.Helper()
+	dirA, dirB = t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dirA, "x.txt"), []byte("from a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
+	b := startEngineWith(t, idB, 0, dirB, db.Device{ID: idA.String()})
+	a := startEngineWith(t, idA, 0, dirA, db.Device{ID: idB.String()})
+	connect(t, a, b)
+	waitFor(t, "b to get x.txt", func() bool {
+		got, _ := os.ReadFile(filepath.Join(dirB, "x.txt"))
+		st, _ := b.FolderStatus("f")
+		return string(got) == "from a\n" && st.NeedFiles == 0 && st.State == StateIdle
+	})
+	fb := b.folder("f")
+	var once bool
+	fb.beforeReplace = func(name string) {
+		if name == "x.txt" && !once {
+			once = true
+			write(dirB, name)
+		}
+	}
+	return dirA, dirB
+}
+
+// TestLocalWriteBeforeReplaceKept: a local write that lands after the
+// puller checked the file and before it replaces it becomes a conflict
+// copy; the peer's version takes the name.
+func TestLocalWriteBeforeReplaceKept(t *testing.T) {
+	dirA, dirB := raceNodes(t, func(dir, name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("b's edit, not scanned yet\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dirA, "x.txt"), []byte("a's new version\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's edit kept beside a's version", func() bool {
+		got, _ := os.ReadFile(filepath.Join(dirB, "x.txt"))
+		return string(got) == "a's new version\n" && findContent(t, dirB, "x.sync-conflict-", "b's edit, not scanned yet\n")
+	})
+}
+
+// TestLocalWriteBeforeDeleteKept: a local write that lands after the
+// puller checked a file the peer deleted, and before it deletes it, keeps
+// the file.
+func TestLocalWriteBeforeDeleteKept(t *testing.T) {
+	dirA, _ := raceNodes(t, func(dir, name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("b's edit, not scanned yet\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.Remove(filepath.Join(dirA, "x.txt")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's edit to survive and reach a", func() bool {
+		got, _ := os.ReadFile(filepath.Join(dirA, "x.txt"))
+		return string(got) == "b's edit, not scanned yet\n" || findContent(t, dirA, "x.sync-conflict-", "b's edit, not scanned yet\n")
+	})
+}
+
+// findContent reports whether a file in dir whose name starts with prefix
+// holds content.
+func findContent(t *testing.T, dir, prefix, content string) bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			if got, _ := os.ReadFile(filepath.Join(dir, e.Name())); string(got) == content {
+				return true
+			}
+		}
+	}
+	return false
+}
