@@ -22,14 +22,20 @@ var ErrInvalidPolicy = errors.New("invalid retention policy")
 // Policy is a folder's retention on a receiver. The zero Policy keeps
 // everything.
 //
-// Per file (file key), versions are ordered newest first by stored time
-// (ties by log sequence). The newest is always kept, unless it is a
+// Per file (file key), records are ordered newest first by stored time
+// (ties by log sequence) and taken together into versions: every device
+// sharing the folder uploads its own copy of a version (another origin
+// and counter, the same file key, chunk list and deletion flag), so a run
+// of adjacent records with the same deletion flag and chunk list, no two
+// of one origin, is one version, as old as its newest copy (see
+// versionsOf). The newest version is always kept, unless it is a
 // deletion older than KeepDeletedDays (when > 0): then every version of
 // the file goes. Of the rest a version is kept if it is among the
 // KeepLast newest, or it is the newest in its UTC hour / day / ISO week /
 // month / year and that bucket is among the KeepHourly / KeepDaily / ...
-// newest buckets holding a version. With every Keep count 0 all versions
-// are kept (only KeepDeletedDays applies).
+// newest buckets holding a version. A version kept keeps every copy, one
+// dropped drops every copy. With every Keep count 0 all versions are kept
+// (only KeepDeletedDays applies).
 type Policy struct {
 	KeepLast, KeepHourly, KeepDaily, KeepWeekly, KeepMonthly, KeepYearly int
 	KeepDeletedDays                                                      int // 0: deleted files are kept like any other
@@ -44,11 +50,11 @@ type PruneOptions struct {
 
 // PruneResult is what a Prune dropped (or would drop, in a dry run).
 type PruneResult struct {
-	Records int   // versions dropped (or that would be, in a dry run)
+	Records int   // records dropped (or that would be, in a dry run): each device's copy of a version counts
 	Files   int   // files (file keys) that lost every version
 	Chunks  int   // chunks deleted
 	Bytes   int64 // bytes of chunks deleted
-	Kept    int   // versions kept
+	Kept    int   // records kept, counted like Records
 	// Packs is how many packs were deleted: none of their chunks is
 	// still held (or none ever was: an ingest's pack whose commit never
 	// came), and they were stored before the grace period.
@@ -250,22 +256,39 @@ func (r *Receiver) plan(ctx context.Context, folderID string, p Policy, now time
 	return pl, nil
 }
 
-// keeps returns which of versions (one file's, newest first) p keeps at
-// now.
-func (p Policy) keeps(versions []db.SealedRecord, now time.Time) []bool {
-	keep := make([]bool, len(versions))
-	newest := versions[0]
-	if newest.Deleted && p.KeepDeletedDays > 0 &&
+// keeps returns which of one file's records (newest first) p keeps at
+// now: every copy of the versions it keeps (see Policy).
+func (p Policy) keeps(recs []db.SealedRecord, now time.Time) []bool {
+	keep := make([]bool, len(recs))
+	vs := versionsOf(recs)
+	if newest := recs[0]; newest.Deleted && p.KeepDeletedDays > 0 &&
 		newest.StoredAt.Before(now.Add(-time.Duration(p.KeepDeletedDays)*24*time.Hour)) {
 		return keep
 	}
+	kept := make([]bool, len(vs))
 	if p.keepsAll() {
-		for i := range keep {
-			keep[i] = true
+		for i := range kept {
+			kept[i] = true
 		}
-		return keep
+	} else {
+		p.keepVersions(recs, vs, kept)
 	}
-	keep[0] = true
+	for i, start := range vs {
+		end := len(recs)
+		if i+1 < len(vs) {
+			end = vs[i+1]
+		}
+		for j := start; j < end; j++ {
+			keep[j] = kept[i]
+		}
+	}
+	return keep
+}
+
+// keepVersions marks in kept the versions p's Keep counts keep: vs holds
+// the index in recs of each version's newest copy, newest version first.
+func (p Policy) keepVersions(recs []db.SealedRecord, vs []int, kept []bool) {
+	kept[0] = true
 	type bucketKind struct {
 		count int
 		of    func(time.Time) int
@@ -281,10 +304,10 @@ func (p Policy) keeps(versions []db.SealedRecord, now time.Time) []bool {
 	for _, k := range kinds {
 		k.last = -1
 	}
-	for i, v := range versions {
-		t := v.StoredAt.UTC()
+	for i, start := range vs {
+		t := recs[start].StoredAt.UTC()
 		if i < p.KeepLast {
-			keep[i] = true
+			kept[i] = true
 		}
 		for _, k := range kinds {
 			if k.count == 0 {
@@ -293,11 +316,38 @@ func (p Policy) keeps(versions []db.SealedRecord, now time.Time) []bool {
 			if b := k.of(t); b != k.last {
 				k.last = b
 				k.count--
-				keep[i] = true
+				kept[i] = true
 			}
 		}
 	}
-	return keep
+}
+
+// versionsOf returns where each version of one file's records (newest
+// first) starts. Without the key a receiver sees of a record only its
+// file key, origin, counter, chunk list, deletion flag and stored time;
+// the copies devices upload of one version have the same chunk list and
+// deletion flag and differ in origin. So a version is a run of adjacent
+// records with the same deletion flag and chunk list in which no origin
+// appears twice: two records of one device are two versions (a change of
+// metadata alone keeps the chunk list), and a content that comes back
+// after another is a new version. Copies that a device uploads only after
+// a later version arrived are taken for versions of their own, which
+// keeps more, never less.
+func versionsOf(recs []db.SealedRecord) []int {
+	var starts []int
+	var origins map[string]bool
+	for i, r := range recs {
+		if len(starts) > 0 {
+			first := recs[starts[len(starts)-1]]
+			if r.Deleted == first.Deleted && bytes.Equal(r.Chunks, first.Chunks) && !origins[string(r.Origin)] {
+				origins[string(r.Origin)] = true
+				continue
+			}
+		}
+		starts = append(starts, i)
+		origins = map[string]bool{string(r.Origin): true}
+	}
+	return starts
 }
 
 // dayOf numbers t's UTC day.
