@@ -53,6 +53,10 @@ type Engine struct {
 	stops   map[string]context.CancelFunc
 	links   map[crypt.DeviceID]*link
 	wg      sync.WaitGroup
+
+	// started, when set (tests), is called with each folder Reload
+	// started, once others can see it.
+	started func(folderID string)
 }
 
 // Network is how the engine reaches its peers (sync/router).
@@ -164,6 +168,12 @@ func (e *Engine) Reload(ctx context.Context) error {
 			e.log.Error("starting folder", "folder", id, "err", err)
 			continue
 		}
+		// Its shares are known before anything can see it: a peer's
+		// cluster config handled in between would take the folder for an
+		// offer and never send or take its index on that connection.
+		if err := f.refreshShares(ctx); err != nil {
+			e.log.Warn("reading folder shares", "folder", f.id, "err", err)
+		}
 		fctx, stop := context.WithCancel(base)
 		e.folders[id] = f
 		e.stops[id] = stop
@@ -171,9 +181,9 @@ func (e *Engine) Reload(ctx context.Context) error {
 		e.wg.Go(func() { f.serve(fctx) })
 	}
 	e.mu.Unlock()
-	for _, f := range started {
-		if err := f.refreshShares(ctx); err != nil {
-			e.log.Warn("reading folder shares", "folder", f.id, "err", err)
+	if e.started != nil {
+		for _, f := range started {
+			e.started(f.id)
 		}
 	}
 	e.opts.Net.Refresh(ctx)

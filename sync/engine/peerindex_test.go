@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"lockstep/crypt"
@@ -44,5 +45,41 @@ func TestPeerIndexArrivingFirst(t *testing.T) {
 	}
 	if _, ok := f.set.Remote(peer, "seed"); ok {
 		t.Fatal("a new incarnation kept the old one's records")
+	}
+}
+
+// TestStartedFolderKnowsItsShares: a folder is visible to peers' messages
+// only with its shares loaded. A cluster config handled in between took
+// the folder for an offer and left it silent on that connection until a
+// restart (seen on 2-3% of restarts).
+func TestStartedFolderKnowsItsShares(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: t.TempDir(), Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutDevice(ctx, db.Device{ID: peer.String()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ShareFolder(ctx, "f", peer.String()); err != nil {
+		t.Fatal(err)
+	}
+	e := newWired(crypt.DeviceID{9}, d)
+	seen := make(chan bool, 1)
+	e.started = func(id string) {
+		shared, _ := e.Shares(id, peer)
+		seen <- shared
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Serve(sctx) }()
+	defer func() { cancel(); <-done }()
+	if !<-seen {
+		t.Fatal("the folder was visible before its shares were loaded")
 	}
 }

@@ -352,8 +352,14 @@ func (r *Router) reconcile(p *Peer) error {
 }
 
 // recordOffer keeps a peer's offer of a folder this node does not share
-// with it, for the user to accept.
+// with it, for the user to accept. A folder shared with the peer in the
+// configuration is no offer, though it does not run yet (a connection
+// can come before the engine has started its folders): listing it would
+// invite the user to accept their own folder.
 func (r *Router) recordOffer(ctx context.Context, peer crypt.DeviceID, wf *protocol.Folder) {
+	if r.sharesHeld(ctx, wf.GetId(), peer) {
+		return
+	}
 	err := r.db.AddPendingFolder(ctx, db.PendingFolder{DeviceID: peer.String(), FolderID: wf.GetId(), Label: wf.GetLabel(), FirstSeen: time.Now(), Encrypted: offeredEncrypted(wf, r.id)})
 	switch {
 	case err == nil:
@@ -375,8 +381,8 @@ func offeredEncrypted(wf *protocol.Folder, self crypt.DeviceID) bool {
 	return false
 }
 
-// sharesHeld reports whether an encrypted folder of this node is shared
-// with peer.
+// sharesHeld reports whether a folder of this node's configuration is
+// shared with peer.
 func (r *Router) sharesHeld(ctx context.Context, folderID string, peer crypt.DeviceID) bool {
 	devs, err := r.db.FolderDevices(ctx, folderID)
 	if err != nil {
