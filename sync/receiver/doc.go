@@ -45,6 +45,9 @@
 //     counter per origin announced never go down: pruning raises
 //     high-water marks kept in the database and the meta object, and a
 //     pruned (origin, counter) is not stored again.
+//   - Serve removes the temporary files crashed writes left in the store
+//     (when it can: local.Store) at start and hourly, only those last
+//     written over an hour ago, so no write in progress loses its own.
 //   - A chunk is checked only for its size (> 0 and at most
 //     crypt.MaxSealedChunkSize): without the key nothing else can be.
 //   - A peer gets data only of folders this node holds as encrypted and
