@@ -54,9 +54,11 @@ type folder struct {
 	allowMass  bool
 	scanAll    bool
 	scanPaths  []string
-	changed    chan struct{} // closed when the local index changes
-	pullTotal  int64         // bytes this pull needs
-	pullDone   int64         // bytes of it done
+	changed    chan struct{}     // closed when the local index changes
+	failures   map[string]string // the latest failure of each item, logged once
+	pullFailed bool              // err is a pull's
+	pullTotal  int64             // bytes this pull needs
+	pullDone   int64             // bytes of it done
 	lastPulled time.Time
 
 	receivers map[crypt.DeviceID]bool // shares that are untrusted receivers

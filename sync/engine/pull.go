@@ -49,6 +49,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	}
 	need := f.set.Need()
 	if len(need) == 0 {
+		f.clearFailures() // what failed is needed no more
 		return false
 	}
 	if f.guardMassDelete(need) {
@@ -70,6 +71,8 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	f.mu.Unlock()
 
 	var failed atomic.Int64
+	var failMu sync.Mutex
+	var lastFail error
 	fail := func(r *index.Record, err error) {
 		failed.Add(1)
 		if errors.Is(err, errChangedLocally) {
@@ -77,10 +80,16 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 			f.log.Info("not replacing a file changed locally; rescanning it", "name", r.Name)
 			return
 		}
-		if ctx.Err() == nil {
-			f.log.Warn("pull failed", "name", r.Name, "err", err)
-			f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: itemAction(r), Error: err.Error()})
+		if ctx.Err() != nil {
+			return
 		}
+		failMu.Lock()
+		lastFail = fmt.Errorf("%s: %w", r.Name, err)
+		failMu.Unlock()
+		if f.noteFailure(r.Name, err) {
+			f.log.Warn("pull failed", "name", r.Name, "err", err)
+		}
+		f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: itemAction(r), Error: err.Error()})
 	}
 
 	var files, deletes []index.Record
@@ -115,11 +124,55 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	f.mu.Lock()
 	f.allowMass = false
 	f.mu.Unlock()
-	if failed.Load() == 0 {
+	switch {
+	case failed.Load() == 0:
 		f.setError(nil)
+		f.clearFailures()
+	case lastFail != nil:
+		f.mu.Lock()
+		f.pullFailed = true
+		f.mu.Unlock()
+		// Shown until a pull goes through: a full disk, a file no device
+		// can serve, ... are not for the user to find in a log.
+		f.setError(fmt.Errorf("%d of %d items could not be pulled; the last: %w", failed.Load(), len(need), lastFail))
 	}
 	return failed.Load() > 0
 }
+
+// noteFailure records that pulling name failed with err, and reports
+// whether that is news: the same failure again, every retry, is not
+// logged again.
+func (f *folder) noteFailure(name string, err error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failures == nil {
+		f.failures = map[string]string{}
+	}
+	if f.failures[name] == err.Error() {
+		return false
+	}
+	if len(f.failures) >= maxFailuresKept {
+		clear(f.failures)
+	}
+	f.failures[name] = err.Error()
+	return true
+}
+
+// clearFailures forgets the failures noted, and the error they showed,
+// after a pull went through.
+func (f *folder) clearFailures() {
+	f.mu.Lock()
+	f.failures = nil
+	shown := f.pullFailed
+	f.pullFailed = false
+	f.mu.Unlock()
+	if shown {
+		f.setError(nil)
+	}
+}
+
+// maxFailuresKept bounds the failures a folder remembers for its log.
+const maxFailuresKept = 10000
 
 // itemAction is what pulling r does, for events.
 func itemAction(r *index.Record) string {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,5 +170,35 @@ func TestPullBarriersAhead(t *testing.T) {
 	}
 	if barriers.Load() == 0 {
 		t.Error("no barrier in the background")
+	}
+}
+
+// TestFailedPullShowsError: a pull that fails leaves the folder in error
+// with the reason, not idle; the error goes once a pull goes through.
+func TestFailedPullShowsError(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	r := peerFile(peer, "x", index.File, 1)
+	r.Blocks = []index.Block{{Size: 1}}
+	announce(t, f, peer, r)
+	if retry := f.runPull(context.Background()); !retry {
+		t.Fatal("a failed pull asks for no retry")
+	}
+	shown := func() (string, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.shownState(), f.err
+	}
+	if state, msg := shown(); state != StateError || !strings.Contains(msg, "x: ") || !strings.Contains(msg, "no connected device has it") {
+		t.Fatalf("after a failed pull: state %q, error %q", state, msg)
+	}
+	gone := peerFile(peer, "x", index.File, 2)
+	gone.Deleted = true
+	announce(t, f, peer, gone)
+	if retry := f.runPull(context.Background()); retry {
+		t.Fatal("the deletion failed")
+	}
+	if state, msg := shown(); state != StateIdle || msg != "" {
+		t.Fatalf("after a pull went through: state %q, error %q", state, msg)
 	}
 }
