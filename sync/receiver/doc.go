@@ -28,6 +28,14 @@
 //     less than half its size is repacked (new pack synced, rows moved in
 //     one transaction, old pack deleted), so a crash leaves at worst a
 //     pack no row uses.
+//   - An ingest that fails for a reason of this node's own (the store or
+//     the database: a full disk, a bucket out of reach) keeps the message
+//     unacknowledged and tries it again, after 1 s doubling to 1 min with
+//     jitter, until it is stored or the connection ends; meanwhile Status
+//     returns the failure (StoreError). The peer, which keeps at most a
+//     few messages unacknowledged, waits and resumes by itself. A failure
+//     of the peer's (a chunk request it failed, its connection) ends the
+//     connection's ingest.
 //   - Each (origin, counter) is stored at most once per folder; repeats
 //     are dropped, so any number of peers may send the same records.
 //   - Log sequences of a folder start at 1 and increase with the order of

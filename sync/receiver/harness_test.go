@@ -135,6 +135,7 @@ type trusted struct {
 	ctx     context.Context
 	autoAck bool
 	gate    chan struct{} // when set, chunk requests wait for it
+	failure error         // when set, chunk requests fail with it
 
 	mu       sync.Mutex
 	chunks   map[string][]byte
@@ -156,8 +157,11 @@ func (p *trusted) Request(ctx context.Context, _ protocol.DeviceID, req *protoco
 	p.mu.Lock()
 	p.requests[string(req.GetChunkId())]++
 	data, ok := p.chunks[string(req.GetChunkId())]
-	gate := p.gate
+	gate, failure := p.gate, p.failure
 	p.mu.Unlock()
+	if failure != nil {
+		return nil, failure
+	}
 	if gate != nil {
 		select {
 		case <-gate:

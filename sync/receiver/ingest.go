@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -19,14 +20,16 @@ import (
 )
 
 // ingest stores the SealedIndex messages queued for l, in order, until
-// l's context ends or one fails for a reason other than a chunk the peer
-// cannot deliver; then it stops the whole link.
+// l's context ends or one fails for a reason of the peer's (a request it
+// failed, its connection); then it stops the whole link. A failure of
+// this node's own (store, database) is retried (ingestRetrying).
 func (r *Receiver) ingest(l *link) {
 	defer l.cancel()
+	defer l.folder.setFailure(l, nil)
 	for {
 		select {
 		case idx := <-l.queue:
-			if err := r.ingestOne(l.ctx, l, idx); err != nil {
+			if err := r.ingestRetrying(l, idx); err != nil {
 				if l.ctx.Err() == nil {
 					r.log.Warn("storing sealed records", "folder", l.folder.id,
 						"device", crypt.DeviceID(l.p.Peer()), "err", err)
@@ -37,6 +40,132 @@ func (r *Receiver) ingest(l *link) {
 			return
 		}
 	}
+}
+
+// Retries of an ingest that failed for a reason of this node's own: after
+// retryFirst, doubling up to retryMax, each wait drawn between half the
+// delay and the delay.
+const (
+	retryFirst = time.Second
+	retryMax   = time.Minute
+)
+
+// ErrCannotStore is matched by the error Status returns while an ingest
+// of the folder cannot store what a peer sends.
+var ErrCannotStore = errors.New("cannot store")
+
+// StoreError is why an ingest cannot store what a peer sends: this
+// node's store or database fails (a full disk, a bucket out of reach).
+// The ingest keeps the message unacknowledged, so the peer holds back
+// (it keeps at most a few unacknowledged) and still serves the chunks
+// its records need, and tries it again until it is stored or the
+// connection ends. It matches ErrCannotStore and the failure.
+type StoreError struct {
+	Device crypt.DeviceID // the peer whose records wait
+	Since  time.Time      // the first failure in a row
+	Err    error          // the latest failure
+}
+
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("cannot store what %v sends (failing since %s, retrying): %v",
+		e.Device.Short(), e.Since.UTC().Format(time.RFC3339), e.Err)
+}
+
+func (e *StoreError) Unwrap() []error { return []error{ErrCannotStore, e.Err} }
+
+// peerError is an ingest's failure that is the peer's doing (a chunk
+// request it failed, its connection): retrying on the same link would
+// not help.
+type peerError struct{ err error }
+
+func (e *peerError) Error() string { return e.err.Error() }
+func (e *peerError) Unwrap() error { return e.err }
+
+// ingestRetrying stores idx (ingestOne). While that fails for a reason
+// of this node's own it keeps idx, shows the failure in the folder's
+// status and tries again after a backoff; it returns nil once idx is
+// stored and acknowledged, or the error of the peer's or of l's context
+// that ended it.
+func (r *Receiver) ingestRetrying(l *link, idx *protocol.SealedIndex) error {
+	var delay time.Duration
+	for {
+		err := r.ingestOne(l.ctx, l, idx)
+		var pe *peerError
+		if err == nil || l.ctx.Err() != nil || errors.As(err, &pe) {
+			if _, ended := l.folder.setFailure(l, nil); err == nil && ended {
+				r.log.Info("storing sealed records again", "folder", l.folder.id, "device", crypt.DeviceID(l.p.Peer()))
+			}
+			return err
+		}
+		delay = nextDelay(delay)
+		se, started := l.folder.setFailure(l, err)
+		if started {
+			r.log.Warn("cannot store sealed records; retrying", "folder", l.folder.id,
+				"device", crypt.DeviceID(l.p.Peer()), "err", err)
+			r.events.Publish(events.FolderError{Folder: l.folder.id, Error: se.Error()})
+		} else {
+			r.log.Debug("cannot store sealed records; retrying", "folder", l.folder.id,
+				"device", crypt.DeviceID(l.p.Peer()), "in", delay, "err", err)
+		}
+		t := time.NewTimer(jitter(delay))
+		select {
+		case <-t.C:
+		case <-l.ctx.Done():
+			t.Stop()
+			return l.ctx.Err()
+		}
+	}
+}
+
+// setFailure records that l's ingest fails with err, or that it works
+// (err nil). It returns the failure as Status shows it, and whether l's
+// ingest started failing (or, with err nil, stopped).
+func (f *folder) setFailure(l *link, err error) (*StoreError, bool) {
+	f.failMu.Lock()
+	defer f.failMu.Unlock()
+	old, had := f.failing[l]
+	if err == nil {
+		delete(f.failing, l)
+		return &old, had
+	}
+	if !had {
+		old = StoreError{Device: crypt.DeviceID(l.p.Peer()), Since: time.Now()}
+	}
+	old.Err = err
+	if f.failing == nil {
+		f.failing = make(map[*link]StoreError)
+	}
+	f.failing[l] = old
+	return &old, !had
+}
+
+// failure returns the oldest failure of the folder's ingests going on,
+// or nil.
+func (f *folder) failure() *StoreError {
+	f.failMu.Lock()
+	defer f.failMu.Unlock()
+	var oldest *StoreError
+	for _, se := range f.failing {
+		if oldest == nil || se.Since.Before(oldest.Since) {
+			oldest = &se
+		}
+	}
+	return oldest
+}
+
+// nextDelay returns the backoff after delay: retryFirst, then doubling
+// up to retryMax.
+func nextDelay(delay time.Duration) time.Duration {
+	if delay <= 0 {
+		return retryFirst
+	}
+	return min(2*delay, retryMax)
+}
+
+// jitter returns a wait between half of delay and delay, so that
+// ingests failing together do not retry together.
+func jitter(delay time.Duration) time.Duration {
+	return delay/2 + rand.N(delay/2+1)
 }
 
 // errCollected means a prune deleted chunks between an ingest's choice of
@@ -68,7 +197,10 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 	if err != nil {
 		return err
 	}
-	return l.p.SealedAck(ctx, &protocol.SealedAck{Folder: l.folder.id, Sequence: recs[len(recs)-1].GetSequence()})
+	if err := l.p.SealedAck(ctx, &protocol.SealedAck{Folder: l.folder.id, Sequence: recs[len(recs)-1].GetSequence()}); err != nil {
+		return &peerError{fmt.Errorf("acknowledging: %w", err)}
+	}
+	return nil
 }
 
 // storeNew stores the records of recs that are new, taking the chunks
@@ -262,7 +394,7 @@ loop:
 				mu.Unlock()
 				return
 			case err != nil:
-				fail(fmt.Errorf("fetching chunk %x: %w", id, err))
+				fail(&peerError{fmt.Errorf("fetching chunk %x: %w", id, err)})
 				return
 			case len(data) == 0 || len(data) > crypt.MaxSealedChunkSize:
 				r.log.Debug("peer sent a chunk of impossible size", "folder", f.id, "chunk", fmt.Sprintf("%x", id), "size", len(data))

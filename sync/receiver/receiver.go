@@ -89,6 +89,9 @@ type folder struct {
 	// yet to commit: garbage collection leaves them alone.
 	pendingMu sync.Mutex
 	pending   map[string]bool
+	// failing holds why the ingests that cannot store fail, per link.
+	failMu  sync.Mutex
+	failing map[*link]StoreError
 
 	// Guarded by Receiver.mu:
 	shared map[crypt.DeviceID]bool
@@ -398,10 +401,16 @@ type OriginStatus struct {
 	LastStored time.Time
 }
 
-// Status reports a folder's storage figures, or ErrNotHeld.
+// Status reports a folder's storage figures, or ErrNotHeld. While an
+// ingest of the folder cannot store what a peer sends (this node's store
+// or database fails; it retries), Status returns the figures together
+// with that failure, a *StoreError (the oldest, if several), matching
+// ErrCannotStore; the error goes once the ingest stores again or its
+// connection ends.
 func (r *Receiver) Status(ctx context.Context, folderID string) (Status, error) {
-	if !r.Holds(folderID) {
-		return Status{}, fmt.Errorf("folder %q: %w", folderID, ErrNotHeld)
+	f, err := r.held(folderID)
+	if err != nil {
+		return Status{}, err
 	}
 	s, err := r.db.ReceiverStats(ctx, folderID)
 	if err != nil {
@@ -422,6 +431,9 @@ func (r *Receiver) Status(ctx context.Context, folderID string) (Status, error) 
 	}
 	for _, o := range origins {
 		out.Origins = append(out.Origins, OriginStatus{Device: crypt.DeviceID(o.Origin), MaxCounter: o.MaxCounter, LastStored: o.LastStored})
+	}
+	if se := f.failure(); se != nil {
+		return out, se
 	}
 	return out, nil
 }
