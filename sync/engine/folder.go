@@ -57,8 +57,10 @@ type folder struct {
 	changed    chan struct{}     // closed when the local index changes
 	failures   map[string]string // the latest failure of each item, logged once
 	pullFailed bool              // err is a pull's
-	pullTotal  int64             // bytes this pull needs
-	pullDone   int64             // bytes of it done
+
+	deletions  deletionHold // the mass deletion guard's; the loop's only
+	pullTotal  int64        // bytes this pull needs
+	pullDone   int64        // bytes of it done
 	lastPulled time.Time
 
 	receivers map[crypt.DeviceID]bool // shares that are untrusted receivers

@@ -52,7 +52,8 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		f.clearFailures() // what failed is needed no more
 		return false
 	}
-	if f.guardMassDelete(need) {
+	need, stopped := f.guardMassDelete(need, time.Now())
+	if stopped || len(need) == 0 {
 		return false
 	}
 	f.setState(StateSyncing)
@@ -118,6 +119,9 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		if err := f.pullDelete(ctx, &deletes[i]); err != nil {
 			fail(&deletes[i], err)
 		} else {
+			if deletes[i].Type != index.Dir {
+				f.deletions.note(time.Now(), 1)
+			}
 			f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: deletes[i].Name, Action: events.ActionDelete})
 		}
 	}
@@ -182,15 +186,21 @@ func itemAction(r *index.Record) string {
 	return events.ActionUpdate
 }
 
-// guardMassDelete stops the folder when peers' changes would delete more
-// than half of its files at once: more likely a wiped disk on a peer than a
-// wish. The user lets it go on with AllowDeletes.
-func (f *folder) guardMassDelete(need []index.Record) bool {
+// guardMassDelete decides, before anything is deleted, whether peers'
+// deletions are a mass deletion: more likely a wiped disk on a peer than a
+// wish. Deletions of local files are held while more keep arriving (a
+// peer's rm -rf reaches this node in many index updates, and a slow one
+// over minutes), then judged together with those applied in the last
+// massDeleteWindow: more than half of the folder's files, and the folder
+// stops before deleting any of them. The user lets it go on with
+// AllowDeletes. It returns need without what is held, and whether the
+// folder stopped.
+func (f *folder) guardMassDelete(need []index.Record, now time.Time) ([]index.Record, bool) {
 	f.mu.Lock()
 	allowed := f.allowMass
 	f.mu.Unlock()
 	if allowed {
-		return false
+		return need, false
 	}
 	var dels int64
 	for i := range need {
@@ -200,16 +210,74 @@ func (f *folder) guardMassDelete(need []index.Record) bool {
 			}
 		}
 	}
+	h := &f.deletions
+	if dels == 0 {
+		h.first, h.changed, h.pending = time.Time{}, time.Time{}, 0
+		return need, false
+	}
+	if h.first.IsZero() {
+		h.first = now
+	}
+	if dels != h.pending {
+		h.pending, h.changed = dels, now
+	}
+	settle := h.changed.Add(deleteQuiet)
+	if last := h.first.Add(deleteHoldMax); last.Before(settle) {
+		settle = last
+	}
+	if now.Before(settle) {
+		// Still arriving: hold every deletion (a directory can go only
+		// once its files have), and look again when they settle.
+		time.AfterFunc(settle.Sub(now), f.requestPull)
+		return slices.DeleteFunc(need, func(r index.Record) bool { return r.Deleted }), false
+	}
+	recent := h.appliedSince(now.Add(-massDeleteWindow))
 	local := f.set.Counts().LocalFiles
-	if local < massDeleteMinF || dels*2 <= local {
-		return false
+	if base := local + recent; base < massDeleteMinF || (dels+recent)*2 <= base {
+		h.first, h.changed, h.pending = time.Time{}, time.Time{}, 0
+		return need, false
 	}
 	f.changeState(func() {
 		f.blocked = true
-		f.err = fmt.Sprintf("peers' changes would delete %d of %d files; stopped. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, f.id)
+		f.err = fmt.Sprintf("peers' changes would delete %d of %d files (%d more were deleted in the last hour); stopped before deleting any. If that is intended, run 'lockstep folder allow-deletes %s'", dels, local, recent, f.id)
 	})
-	f.log.Warn("stopped before a mass deletion", "deletes", dels, "files", local)
-	return true
+	f.log.Warn("stopped before a mass deletion", "deletes", dels, "files", local, "deleted recently", recent)
+	return nil, true
+}
+
+// Mass deletion guard tuning.
+const (
+	// deleteQuiet: deletions are held until none new came for this long,
+	deleteQuiet = 2 * time.Second
+	// deleteHoldMax: or for this long since the first, while they trickle.
+	deleteHoldMax = 2 * time.Minute
+	// massDeleteWindow: deletions applied this recently count too.
+	massDeleteWindow = time.Hour
+)
+
+// deletionHold is what the guard knows of peers' deletions. Only the
+// folder's loop uses it.
+type deletionHold struct {
+	first, changed time.Time   // when deletions were first held, and their count last changed
+	pending        int64       // deletions held
+	applied        []time.Time // when deletions of local files were applied, oldest first
+}
+
+// note records n deletions applied at t.
+func (h *deletionHold) note(t time.Time, n int) {
+	for range n {
+		h.applied = append(h.applied, t)
+	}
+}
+
+// appliedSince drops what was applied before t and counts the rest.
+func (h *deletionHold) appliedSince(t time.Time) int64 {
+	i := 0
+	for i < len(h.applied) && h.applied[i].Before(t) {
+		i++
+	}
+	h.applied = h.applied[i:]
+	return int64(len(h.applied))
 }
 
 // done is a pulled item ready to be put in place.
