@@ -41,6 +41,9 @@ type FolderStatus struct {
 	// HashedBytes counts, since the node started, the bytes scans read to
 	// chunk and hash files.
 	HashedBytes int64 `json:"hashedBytes"`
+	// ResumedBytes counts, since the node started, the bytes pulls found
+	// already written by a pull a crash interrupted.
+	ResumedBytes int64 `json:"resumedBytes,omitempty"`
 	// TamperedRecords and TamperedChunks count, since the node started,
 	// records and chunks from receivers that failed verification.
 	TamperedRecords int64 `json:"tamperedRecords,omitempty"`

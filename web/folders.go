@@ -104,7 +104,7 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.GlobalFiles, fs.GlobalBytes = st.GlobalFiles, st.GlobalBytes
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
 			fs.PulledBytes, fs.ReusedBytes, fs.PulledBlocks = st.PulledBytes, st.ReusedBytes, st.PulledBlocks
-			fs.HashedBytes = st.HashedBytes
+			fs.HashedBytes, fs.ResumedBytes = st.HashedBytes, st.ResumedBytes
 			bs := s.cfg.Backup.Status(f.ID)
 			fs.TamperedRecords, fs.TamperedChunks = bs.TamperedRecords, bs.TamperedChunks
 			if bs.Restoring {

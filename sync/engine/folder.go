@@ -74,7 +74,10 @@ type folder struct {
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead; bytes read by scans to be chunked.
 	pulledBytes, reusedBytes, pulledBlocks atomic.Int64
-	hashedBytes                            atomic.Int64
+	// Since start: bytes a pull found already written in a partial file
+	// left by an interrupted one.
+	resumedBytes atomic.Int64
+	hashedBytes  atomic.Int64
 }
 
 func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
@@ -357,7 +360,17 @@ func (f *folder) runScan(ctx context.Context) {
 	f.requestPull()
 }
 
-// removeTemps deletes temp files a crash left behind.
+// partialMaxAge is how long a partial file is kept for a pull to resume.
+const partialMaxAge = 24 * time.Hour
+
+// staleTemp reports whether a temp file is older than partialMaxAge.
+func staleTemp(de fs.DirEntry) bool {
+	fi, err := de.Info()
+	return err != nil || time.Since(fi.ModTime()) > partialMaxAge
+}
+
+// removeTemps deletes temp files a crash left behind, but partial files
+// of pulls to resume, for a day.
 func (f *folder) removeTemps(ctx context.Context, dir string) {
 	entries, err := f.fs.ReadDir(dir)
 	if err != nil {
@@ -373,6 +386,8 @@ func (f *folder) removeTemps(ctx context.Context, dir string) {
 			full = name
 		}
 		switch {
+		case fsys.IsPartial(name) && !staleTemp(de):
+			// Kept for a pull to resume from.
 		case fsys.IsTemp(name):
 			if err := f.fs.Remove(full); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				f.log.Warn("removing a leftover temp file", "name", full, "err", err)

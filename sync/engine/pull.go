@@ -423,7 +423,17 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 		d.tmp = tmp
 		return d, nil
 	}
-	file, tmp, err := f.fs.CreateTemp(r.Name)
+	// A file of several blocks is written to its partial file, which an
+	// interrupted pull leaves behind for the next one to resume from.
+	resumable := len(r.Blocks) > 1
+	var file fsys.File
+	var tmp string
+	var err error
+	if resumable {
+		file, tmp, err = f.fs.OpenPartial(r.Name)
+	} else {
+		file, tmp, err = f.fs.CreateTemp(r.Name)
+	}
 	if err != nil {
 		return d, err
 	}
@@ -431,9 +441,17 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	defer func() {
 		if !ok {
 			file.Close()
-			f.fs.Remove(tmp)
+			if !resumable {
+				f.fs.Remove(tmp)
+			}
 		}
 	}()
+	var have int64 // bytes an earlier pull may have written
+	if resumable {
+		if fi, err := file.Stat(); err == nil {
+			have = fi.Size()
+		}
+	}
 	if err := file.Truncate(r.Size); err != nil {
 		return d, err
 	}
@@ -445,6 +463,13 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 		}
 		g.Go(func() error {
 			defer mem.Release(int64(b.Size))
+			if b.Offset+int64(b.Size) <= have && f.written(file, b) {
+				f.resumedBytes.Add(int64(b.Size))
+				f.mu.Lock()
+				f.pullDone += int64(b.Size)
+				f.mu.Unlock()
+				return nil
+			}
 			data, err := f.fetchBlock(gctx, r, b, sources)
 			if err != nil {
 				return err
@@ -483,6 +508,15 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	ok = true
 	d.tmp = tmp
 	return d, nil
+}
+
+// written reports whether the partial file holds block b already, as its
+// hash says.
+func (f *folder) written(file fsys.File, b index.Block) bool {
+	buf := getBlock(int(b.Size))
+	defer putBlock(buf)
+	n, _ := file.ReadAt(buf, b.Offset)
+	return n == len(buf) && chunk.HashOf(buf) == b.Hash
 }
 
 // fetchBlock gets a block's bytes from a local file that has them, else

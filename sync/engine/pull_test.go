@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/storage/syncahead"
+	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 )
 
@@ -200,5 +204,99 @@ func TestFailedPullShowsError(t *testing.T) {
 	}
 	if state, msg := shown(); state != StateIdle || msg != "" {
 		t.Fatalf("after a pull went through: state %q, error %q", state, msg)
+	}
+}
+
+// TestPullResumesPartial: a pull interrupted after it wrote some blocks
+// of a file resumes from them: what its partial file holds, checked
+// against the blocks' hashes, is not fetched again. Here the partial
+// holds every block and no peer is connected: only a resume can finish.
+// A partial block that does not match its hash is fetched.
+func TestPullResumesPartial(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	dir := f.config().Path
+	data := make([]byte, 3*chunk.MinSize)
+	if _, err := rand.NewChaCha8([32]byte{'r'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	r := peerFile(peer, "big.bin", index.File, 1)
+	r.Size = int64(len(data))
+	r.Blocks = nil
+	for off := 0; off < len(data); off += chunk.MinSize {
+		b := data[off : off+chunk.MinSize]
+		r.Blocks = append(r.Blocks, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
+	}
+	partial := filepath.Join(dir, filepath.FromSlash(fsys.PartialName("big.bin")))
+	if err := os.WriteFile(partial, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	announce(t, f, peer, r)
+	if retry := f.runPull(context.Background()); retry {
+		t.Fatal("the pull failed though its partial file held every block")
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "big.bin")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("big.bin: %d bytes, %v", len(got), err)
+	}
+	if got := f.resumedBytes.Load(); got != int64(len(data)) {
+		t.Fatalf("resumed %d bytes, want %d", got, len(data))
+	}
+	// A damaged partial is not trusted: the bad block must be fetched,
+	// and with no peer (nor a local copy) the pull fails, keeping the
+	// partial.
+	other := bytes.Clone(data)
+	for i := range other {
+		other[i] ^= 0x5a
+	}
+	r2 := peerFile(peer, "other.bin", index.File, 2)
+	r2.Size = int64(len(other))
+	r2.Blocks = nil
+	for off := 0; off < len(other); off += chunk.MinSize {
+		b := other[off : off+chunk.MinSize]
+		r2.Blocks = append(r2.Blocks, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
+	}
+	bad := bytes.Clone(other)
+	bad[chunk.MinSize+7] ^= 1
+	partial2 := filepath.Join(dir, filepath.FromSlash(fsys.PartialName("other.bin")))
+	if err := os.WriteFile(partial2, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	announce(t, f, peer, r2)
+	if retry := f.runPull(context.Background()); !retry {
+		t.Fatal("a pull from a damaged partial with no peer went through")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other.bin")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("other.bin written from a damaged partial: %v", err)
+	}
+	if _, err := os.Stat(partial2); err != nil {
+		t.Fatalf("the partial file was not kept for the next try: %v", err)
+	}
+}
+
+// TestRemoveTempsKeepsPartials: at start, a folder removes the temp files
+// a crash left, but keeps partial files for a day for pulls to resume.
+func TestRemoveTempsKeepsPartials(t *testing.T) {
+	f := idleFolder(t)
+	dir := f.config().Path
+	partial := filepath.Join(dir, filepath.FromSlash(fsys.PartialName("a")))
+	old := filepath.Join(dir, filepath.FromSlash(fsys.PartialName("b")))
+	temp := filepath.Join(dir, fsys.TempPrefix+"0123456789abcdef")
+	for _, p := range []string{partial, old, temp} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-partialMaxAge - time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	f.removeTemps(context.Background(), ".")
+	if _, err := os.Stat(partial); err != nil {
+		t.Errorf("a fresh partial file was removed: %v", err)
+	}
+	for _, p := range []string{old, temp} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s kept: %v", filepath.Base(p), err)
+		}
 	}
 }

@@ -20,7 +20,10 @@ type FolderStatus struct {
 	// HashedBytes counts, since the node started, the bytes its scans read
 	// to chunk and hash files.
 	HashedBytes int64
-	Peers       []PeerStatus
+	// ResumedBytes counts, since the node started, the bytes pulls found
+	// already written by an interrupted pull.
+	ResumedBytes int64
+	Peers        []PeerStatus
 }
 
 // PeerStatus is how far a peer sharing the folder is.
@@ -50,6 +53,7 @@ func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
 	st.Counts = f.set.Counts()
 	st.PulledBytes, st.ReusedBytes, st.PulledBlocks = f.pulledBytes.Load(), f.reusedBytes.Load(), f.pulledBlocks.Load()
 	st.HashedBytes = f.hashedBytes.Load()
+	st.ResumedBytes = f.resumedBytes.Load()
 	for _, p := range shares {
 		p.Connected, p.Completion = e.opts.Net.Connected(p.Device), f.set.Completion(p.Device)
 		st.Peers = append(st.Peers, p)

@@ -233,3 +233,25 @@ const (
 	renameNoReplace = unix.RENAME_NOREPLACE
 	renameExchange  = unix.RENAME_EXCHANGE
 )
+
+// openRWBeneath opens name under dir for reading and writing, creating it
+// (mode 0o600) if missing, never following a symlink.
+func openRWBeneath(dir *os.File, name string) (*os.File, bool) {
+	if noOpenat2.Load() {
+		return nil, false
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_RDWR | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Mode:    0o600,
+		Resolve: resolveBeneath,
+	}
+	fd := -1
+	err := inDir(dir, func(d int) (err error) {
+		fd, err = openat2(d, name, &how)
+		return err
+	})
+	if err != nil {
+		return nil, false
+	}
+	return os.NewFile(uintptr(fd), path.Join(dir.Name(), name)), true
+}
