@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -19,8 +20,11 @@ import (
 
 // Client timing and limits.
 const (
-	foundTTL    = 60 * time.Second // how long a found lookup is cached
-	notFoundTTL = 10 * time.Second // how long a not-found lookup is cached
+	// A lookup's answer is cached for as long as the server has been
+	// giving it, within these bounds (see Lookup).
+	minTTL      = time.Second      // the least: a new answer is asked for again this soon
+	foundTTL    = 60 * time.Second // the most for a found answer
+	notFoundTTL = 10 * time.Second // the most for a not-found one
 	maxCached   = 4096             // lookups cached at most
 
 	defaultReannounce = 10 * time.Minute // when the server gives no Reannounce-After
@@ -72,7 +76,8 @@ type Client struct {
 
 // cached is one lookup's result.
 type cached struct {
-	addrs []string // nil: not found
+	addrs []string  // nil: not found
+	since time.Time // when the server first gave this answer, of the lookups in a row that got it
 	until time.Time
 }
 
@@ -280,8 +285,14 @@ func reannounceAfter(h string) time.Duration {
 }
 
 // Lookup returns the addresses the server holds for id, ErrNotFound when it
-// has none. Answers are cached: found for 60 s, not found for 10 s; errors
-// are not.
+// has none. An answer is cached for as long as the server has been giving
+// it (since the first of the lookups in a row that got it), at least 1 s
+// and at most 60 s when found, 10 s when not found; errors are not cached.
+// So a device just added that has not announced itself yet, or one whose
+// addresses just changed (a node announces its listen addresses at start
+// and the relay it registers with a moment later), is asked for again a
+// second later, and the server is asked less and less often, down to once
+// a minute, about a device whose answer stays the same.
 func (c *Client) Lookup(ctx context.Context, id crypt.DeviceID) ([]string, error) {
 	now := c.cfg.Now()
 	c.mu.Lock()
@@ -296,7 +307,7 @@ func (c *Client) Lookup(ctx context.Context, id crypt.DeviceID) ([]string, error
 	addrs, err := c.lookup(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		c.remember(id, cached{until: now.Add(notFoundTTL)}, now)
+		c.remember(id, nil, now)
 		return nil, err
 	case err != nil:
 		return nil, err
@@ -304,15 +315,25 @@ func (c *Client) Lookup(ctx context.Context, id crypt.DeviceID) ([]string, error
 	if addrs == nil {
 		addrs = []string{}
 	}
-	c.remember(id, cached{addrs: addrs, until: now.Add(foundTTL)}, now)
+	c.remember(id, addrs, now)
 	return append([]string(nil), addrs...), nil
 }
 
-// remember caches one lookup, dropping expired entries (or, if none
-// expired, all) when the cache is full.
-func (c *Client) remember(id crypt.DeviceID, e cached, now time.Time) {
+// remember caches the answer addrs (nil: not found) to a lookup of id made
+// at now, for as long as Lookup says. When the cache is full it drops the
+// expired entries first, or if none expired, all.
+func (c *Client) remember(id crypt.DeviceID, addrs []string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	e := cached{addrs: addrs, since: now}
+	if prev, ok := c.cache[id]; ok && (prev.addrs == nil) == (addrs == nil) && slices.Equal(prev.addrs, addrs) {
+		e.since = prev.since
+	}
+	most := foundTTL
+	if addrs == nil {
+		most = notFoundTTL
+	}
+	e.until = now.Add(min(max(now.Sub(e.since), minTTL), most))
 	if len(c.cache) >= maxCached {
 		for k, v := range c.cache {
 			if !now.Before(v.until) {

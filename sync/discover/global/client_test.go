@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"lockstep/crypt"
 	"lockstep/test/testutil"
 )
 
@@ -223,6 +225,25 @@ func TestReannounceAfterHeader(t *testing.T) {
 	}
 }
 
+// countRequests makes c count the requests it sends to its server.
+func countRequests(c *Client) *atomic.Int32 {
+	n := &atomic.Int32{}
+	next := c.http.Transport
+	c.http.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n.Add(1)
+		return next.RoundTrip(r)
+	})
+	return n
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestLookupCache: a device looked up before it announced itself is asked
+// for again a second later, not after 10 s; so is one whose addresses just
+// changed (a node announces its listen address at start and its relay a
+// moment later), not after 60 s. The answers the caller gets are its own.
 func TestLookupCache(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	clk := testutil.NewClock()
@@ -231,37 +252,82 @@ func TestLookupCache(t *testing.T) {
 	cb := newClient(t, ClientConfig{Identity: b, Server: s.URL(), Now: clk.Now})
 	ctx := context.Background()
 	t0 := clk.Now()
-
-	if _, err := cb.Lookup(ctx, a.ID); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("first lookup: %v", err)
+	announce := func(addrs ...string) {
+		t.Helper()
+		if code, body, _ := ra.do(http.MethodPost, "", announceBody(t, addrs...)); code != 204 {
+			t.Fatalf("announce: %d %s", code, body)
+		}
 	}
-	if code, body, _ := ra.do(http.MethodPost, "", announceBody(t, "tcp://192.0.2.1:1")); code != 204 {
-		t.Fatalf("announce: %d %s", code, body)
+	// lookup checks the answer at the clock's time; no addresses: not found.
+	lookup := func(want ...string) []string {
+		t.Helper()
+		got, err := cb.Lookup(ctx, a.ID)
+		if len(want) == 0 {
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%v after the start: %q, %v; want not found", clk.Now().Sub(t0), got, err)
+			}
+			return nil
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%v after the start: %q, %v; want %q", clk.Now().Sub(t0), got, err, want)
+		}
+		return got
 	}
-	clk.Set(t0.Add(notFoundTTL - time.Nanosecond))
-	if _, err := cb.Lookup(ctx, a.ID); !errors.Is(err, ErrNotFound) {
-		t.Errorf("not-found answer not cached for %v: %v", notFoundTTL, err)
-	}
-	clk.Set(t0.Add(notFoundTTL))
+	// A new answer is asked for again a second later.
+	const soon = time.Second
+	lookup()
+	announce("tcp://192.0.2.1:1")
+	clk.Set(t0.Add(soon - time.Nanosecond))
+	lookup()
+	clk.Set(t0.Add(soon))
 	t1 := clk.Now()
-	got, err := cb.Lookup(ctx, a.ID)
-	if err != nil || !slices.Equal(got, []string{"tcp://192.0.2.1:1"}) {
-		t.Fatalf("after the not-found TTL: %q, %v", got, err)
-	}
-
+	got := lookup("tcp://192.0.2.1:1")
 	got[0] = "mutated by the caller"
-	if code, body, _ := ra.do(http.MethodPost, "", announceBody(t, "tcp://192.0.2.1:2")); code != 204 {
+
+	announce("tcp://192.0.2.1:1", "relay://192.0.2.9:22067/?id="+b.ID.String())
+	clk.Set(t1.Add(soon - time.Nanosecond))
+	lookup("tcp://192.0.2.1:1")
+	clk.Set(t1.Add(soon))
+	lookup("tcp://192.0.2.1:1", "relay://192.0.2.9:22067/?id="+b.ID.String())
+}
+
+// TestLookupCacheBacksOff: an answer is cached for as long as the server
+// has been giving it, at least a second and at most notFoundTTL or foundTTL:
+// asked every second, the server is asked at gaps doubling from a second
+// up to that cap.
+func TestLookupCacheBacksOff(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	a, b := newIdentity(t, "a"), newIdentity(t, "b")
+	if code, body, _ := newRawClient(t, s, a).do(http.MethodPost, "", announceBody(t, "tcp://192.0.2.1:1")); code != 204 {
 		t.Fatalf("announce: %d %s", code, body)
 	}
-	clk.Set(t1.Add(foundTTL - time.Nanosecond))
-	got, err = cb.Lookup(ctx, a.ID)
-	if err != nil || !slices.Equal(got, []string{"tcp://192.0.2.1:1"}) {
-		t.Errorf("found answer not cached for %v: %q, %v", foundTTL, got, err)
-	}
-	clk.Set(t1.Add(foundTTL))
-	got, err = cb.Lookup(ctx, a.ID)
-	if err != nil || !slices.Equal(got, []string{"tcp://192.0.2.1:2"}) {
-		t.Errorf("after the found TTL: %q, %v", got, err)
+	for _, tc := range []struct {
+		name string
+		id   crypt.DeviceID
+		want []int // the seconds at which the server is asked
+	}{
+		{"not found", b.ID, []int{0, 1, 2, 4, 8, 16, 26, 36, 46, 56, 66, 76, 86, 96, 106, 116, 126, 136, 146, 156, 166, 176}},
+		{"found", a.ID, []int{0, 1, 2, 4, 8, 16, 32, 64, 124}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testutil.NewClock()
+			c := newClient(t, ClientConfig{Identity: b, Server: s.URL(), Now: clk.Now})
+			asked := countRequests(c)
+			var got []int
+			for sec := range 180 {
+				before := asked.Load()
+				if _, err := c.Lookup(context.Background(), tc.id); err != nil && !errors.Is(err, ErrNotFound) {
+					t.Fatal(err)
+				}
+				if asked.Load() != before {
+					got = append(got, sec)
+				}
+				clk.Add(time.Second)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("asked the server at %v s, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
