@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/index"
 )
 
 // TestConflictCopiesInOneSecond: conflict copies of one file made in the
@@ -120,4 +122,47 @@ func findContent(t *testing.T, dir, prefix, content string) bool {
 		}
 	}
 	return false
+}
+
+// TestSameBytesNoConflict: two devices that hold the same file, chunked
+// with different polynomials and with concurrent versions, end with one
+// file and no conflict copy: identical content is never a conflict.
+func TestSameBytesNoConflict(t *testing.T) {
+	data := make([]byte, 6<<20)
+	if _, err := rand.NewChaCha8([32]byte{'s'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	for i, dir := range []string{dirA, dirB} {
+		p := filepath.Join(dir, "same.bin")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Date(2026, 1, 2, 3, 4, 5+i, 0, time.UTC) // differing mtimes too
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idA, idB := crypt.DeviceID{9}, crypt.DeviceID{1}
+	b := startEngineWith(t, idB, randomPolynomial(t), dirB, db.Device{ID: idA.String()})
+	a := startEngineWith(t, idA, randomPolynomial(t), dirA, db.Device{ID: idB.String()})
+	waitFor(t, "both to scan their file", func() bool {
+		sa, _ := a.FolderStatus("f")
+		sb, _ := b.FolderStatus("f")
+		return sa.LocalFiles == 1 && sb.LocalFiles == 1
+	})
+	connect(t, a, b)
+	waitFor(t, "a and b to agree on one version", func() bool {
+		la, okA := a.folder("f").set.Local("same.bin")
+		lb, okB := b.folder("f").set.Local("same.bin")
+		ra, okRA := a.folder("f").set.Remote(idB, "same.bin")
+		rb, okRB := b.folder("f").set.Remote(idA, "same.bin")
+		return okA && okB && okRA && okRB && la.Version.Compare(lb.Version) == index.Equal &&
+			ra.Version.Compare(lb.Version) == index.Equal && rb.Version.Compare(la.Version) == index.Equal
+	})
+	for _, dir := range []string{dirA, dirB} {
+		if findContent(t, dir, "same.sync-conflict-", string(data)) {
+			t.Fatalf("a conflict copy of identical content in %s", dir)
+		}
+	}
 }

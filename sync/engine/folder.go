@@ -254,6 +254,7 @@ func (f *folder) peerGone(crypt.DeviceID) {
 func (f *folder) serve(ctx context.Context) {
 	defer f.fs.Close()
 	f.removeTemps(ctx, ".")
+	f.applyJoinHint(ctx)
 	if p, err := f.e.versioningPolicy(ctx, f.id); err != nil {
 		f.log.Warn("reading versioning policy; versioning is off", "err", err)
 	} else {

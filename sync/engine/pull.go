@@ -404,6 +404,17 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			d.rec.Inode = l.Inode
 			return d, nil
 		}
+		if same, err := f.sameBytes(&l, r); err != nil {
+			return d, err
+		} else if same {
+			// The same bytes, chunked otherwise (a recovered folder, a
+			// device that joined with a copy): no conflict, nothing to
+			// fetch. The merged version wins on both sides, so the other
+			// device adopts it the same way.
+			d.rec.Version = l.Version.Merge(r.Version)
+			d.rec.Inode = l.Inode
+			return d, nil
+		}
 	}
 	if existing, err := f.fs.CaseConflict(r.Name); err != nil {
 		return d, err
@@ -508,6 +519,33 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	ok = true
 	d.tmp = tmp
 	return d, nil
+}
+
+// sameBytes reports whether the local file l, concurrent with r, already
+// holds exactly r's content; if so it takes r's mode and mtime, so that
+// the record r describes it.
+func (f *folder) sameBytes(l, r *index.Record) (bool, error) {
+	if l.Deleted || l.Type != index.File || r.Type != index.File || l.Size != r.Size || l.Version.Compare(r.Version) != index.Concurrent {
+		return false, nil
+	}
+	file, err := f.fs.Open(r.Name)
+	if err != nil {
+		return false, nil
+	}
+	defer file.Close()
+	for _, b := range r.Blocks {
+		if !f.written(file, b) {
+			return false, nil
+		}
+	}
+	cur, err := file.Stat()
+	if err != nil || !matchesLocal(cur, true, l) {
+		return false, nil // changed since it was scanned: a conflict after all
+	}
+	if err := f.fs.Chmod(r.Name, fs.FileMode(r.Mode&0o777)); err != nil {
+		return false, err
+	}
+	return true, f.fs.Chtimes(r.Name, unixNano(r.ModTime))
 }
 
 // written reports whether the partial file holds block b already, as its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/restic/chunker"
 
+	"lockstep/chunk"
 	"lockstep/storage/db"
 	"lockstep/sync/index"
 	"lockstep/sync/scan"
@@ -238,3 +239,46 @@ func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theirsFixed
 }
 
 var errStop = errors.New("stop")
+
+// applyJoinHint takes the chunking polynomial a recovery left in the
+// folder (index.JoinHint) when the folder has chunked nothing yet: the
+// recovered files are then cut into the chunks their devices and
+// receivers have. The hint is removed once read.
+func (f *folder) applyJoinHint(ctx context.Context) {
+	dir := f.config().Path
+	h, ok, err := index.ReadJoinHint(dir)
+	if err != nil {
+		f.log.Warn("reading what the recovery left", "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	pol := chunker.Pol(h.Polynomial)
+	switch {
+	case h.Folder != f.id:
+		f.log.Info("the directory was recovered as another folder; chunking afresh", "recovered", h.Folder)
+	case pol.Deg() != chunk.PolynomialDegree || !pol.Irreducible():
+		f.log.Warn("the recovery's chunking polynomial is not one; chunking afresh")
+	default:
+		f.polMu.Lock()
+		fixed := f.polFixed(ctx)
+		if !fixed {
+			err = f.e.db.SetPolynomial(ctx, f.id, uint64(pol))
+			if err == nil {
+				err = f.e.db.FixPolynomial(ctx, f.id)
+			}
+		}
+		f.polMu.Unlock()
+		if err != nil {
+			f.log.Warn("taking the recovery's chunking polynomial", "err", err)
+			return
+		}
+		if !fixed {
+			f.log.Info("joining a recovered folder: chunking as its devices do")
+		}
+	}
+	if err := index.RemoveJoinHint(dir); err != nil {
+		f.log.Warn("removing what the recovery left", "err", err)
+	}
+}

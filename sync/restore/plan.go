@@ -24,15 +24,17 @@ type collector struct {
 	best map[string]index.Record
 	// failed holds the file keys of records that failed verification.
 	failed map[crypt.FileKey]bool
-	bad    int   // records that failed verification
-	last   int64 // highest log sequence seen
+	bad    int    // records that failed verification
+	last   int64  // highest log sequence seen
+	pol    uint64 // the chunking polynomial of the newest winner that says
+	polSeq int64
 }
 
 func newCollector(keys *crypt.Keys, folder string, log *slog.Logger) *collector {
 	return &collector{keys: keys, folder: folder, log: log, best: map[string]index.Record{}, failed: map[crypt.FileKey]bool{}}
 }
 
-// add opens and checks sr (its field sizes, sealed.Open, then
+// add opens and checks sr (its field sizes, sealed.OpenWithPolynomial, then
 // fsys.ValidName) and keeps it if it beats the version of its name seen so
 // far. A record that fails is counted and its file key remembered, never
 // used.
@@ -40,8 +42,9 @@ func (c *collector) add(sr *protocol.SealedRecord) {
 	c.last = max(c.last, sr.GetSequence())
 	err := checkSizes(sr)
 	var r index.Record
+	var pol uint64
 	if err == nil {
-		r, err = sealed.Open(c.keys, c.folder, sr)
+		r, pol, err = sealed.OpenWithPolynomial(c.keys, c.folder, sr)
 	}
 	if err == nil {
 		err = fsys.ValidName(r.Name)
@@ -58,6 +61,9 @@ func (c *collector) add(sr *protocol.SealedRecord) {
 		return
 	}
 	c.best[r.Name] = r
+	if pol != 0 && sr.GetSequence() >= c.polSeq {
+		c.pol, c.polSeq = pol, sr.GetSequence()
+	}
 }
 
 // checkSizes checks the fixed sizes of sr's fields. The protocol checks

@@ -14,6 +14,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
+	"lockstep/sync/index"
 )
 
 // Errors returned, wrapped, by Recover. Match them with errors.Is.
@@ -186,6 +187,13 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	res.DamagedRecords = c.bad
 	if err != nil {
 		return res, err
+	}
+	// Adding the recovered directory as the folder goes on from here:
+	// chunked as before, nothing a receiver holds is sent again.
+	if c.pol != 0 {
+		if err := index.WriteJoinHint(opts.To, index.JoinHint{Folder: opts.Folder, Polynomial: c.pol}); err != nil {
+			return res, fmt.Errorf("recording how the folder was chunked: %w", err)
+		}
 	}
 	if len(res.Damaged) > 0 || res.DamagedRecords > 0 {
 		return res, fmt.Errorf("%w: %s", ErrDamaged, damageSummary(res))

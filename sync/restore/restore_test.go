@@ -16,6 +16,7 @@ import (
 
 	"lockstep/chunk"
 	"lockstep/crypt"
+	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
 )
@@ -269,7 +270,9 @@ func TestRecoverHostileNames(t *testing.T) {
 	}
 	var names []string
 	for _, e := range got {
-		names = append(names, e.Name())
+		if e.Name() != fsys.InternalDir {
+			names = append(names, e.Name())
+		}
 	}
 	if !slices.Equal(names, []string{"ok.txt", "out"}) {
 		t.Errorf("target holds %v", names)
@@ -295,6 +298,7 @@ func TestRecoverLogWindow(t *testing.T) {
 				t.Fatalf("Recover = %+v, %v", res, err)
 			}
 			entries, err := os.ReadDir(opts.To)
+			entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == fsys.InternalDir })
 			if err != nil || len(entries) != n {
 				t.Fatalf("target holds %d entries (%v), want %d", len(entries), err, n)
 			}

@@ -80,38 +80,46 @@ func Seal(keys *crypt.Keys, folderID string, origin crypt.DeviceID, r *index.Rec
 // the header's counter as sequence, and list exactly the chunk IDs of its
 // blocks. The record's Sequence is the origin's counter.
 func Open(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, error) {
+	r, _, err := OpenWithPolynomial(keys, folderID, sr)
+	return r, err
+}
+
+// OpenWithPolynomial is Open that also returns the chunking polynomial the
+// record's folder used when it was sealed (0 from a sealer that did not
+// say), so that a device recovering the folder chunks as its devices did.
+func OpenWithPolynomial(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, uint64, error) {
 	if len(sr.GetFileKey()) != len(crypt.FileKey{}) || len(sr.GetOrigin()) != len(crypt.DeviceID{}) {
-		return index.Record{}, ErrHeader
+		return index.Record{}, 0, ErrHeader
 	}
 	h := crypt.RecordHeader{Folder: folderID, File: crypt.FileKey(sr.GetFileKey()), Origin: crypt.DeviceID(sr.GetOrigin()), Counter: sr.GetCounter()}
 	payload, err := keys.OpenRecord(h, sr.GetSealed())
 	if err != nil {
-		return index.Record{}, err
+		return index.Record{}, 0, err
 	}
 	var p protocol.SealedPayload
 	if err := proto.Unmarshal(payload, &p); err != nil {
-		return index.Record{}, fmt.Errorf("%w: %w", ErrPayload, err)
+		return index.Record{}, 0, fmt.Errorf("%w: %w", ErrPayload, err)
 	}
 	r, err := index.FromWire(p.GetFile())
 	if err != nil {
-		return index.Record{}, fmt.Errorf("%w: %w", ErrRecord, err)
+		return index.Record{}, 0, fmt.Errorf("%w: %w", ErrRecord, err)
 	}
 	if keys.FileKey(r.Name) != h.File {
-		return index.Record{}, ErrFileKey
+		return index.Record{}, 0, ErrFileKey
 	}
 	if r.Deleted != sr.GetDeleted() {
-		return index.Record{}, ErrDeleted
+		return index.Record{}, 0, ErrDeleted
 	}
 	if uint64(r.Sequence) != h.Counter {
-		return index.Record{}, ErrCounter
+		return index.Record{}, 0, ErrCounter
 	}
 	if len(sr.GetChunks()) != len(r.Blocks) {
-		return index.Record{}, ErrChunkList
+		return index.Record{}, 0, ErrChunkList
 	}
 	for i, b := range r.Blocks {
 		if id := keys.ChunkID(b.Hash); string(id[:]) != string(sr.GetChunks()[i]) {
-			return index.Record{}, ErrChunkList
+			return index.Record{}, 0, ErrChunkList
 		}
 	}
-	return r, nil
+	return r, p.GetPolynomial(), nil
 }
