@@ -320,9 +320,6 @@ func (n *node) connectedTo(id string) bool {
 	return false
 }
 
-// eventually is testutil.Eventually under the name these tests knew it by.
-var eventually = testutil.Eventually
-
 // httpGet returns the status code of a GET with an optional API key.
 func httpGet(url, key string) (int, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)

@@ -1,6 +1,8 @@
 package test
 
 import (
+	"lockstep/test/testutil"
+
 	"database/sql"
 	"io/fs"
 	"os"
@@ -160,8 +162,8 @@ func TestUpgradeFromV7Home(t *testing.T) {
 	r.cli("device", "add", a.ID, "--name", "a", "--address", a.Listen)
 
 	// A reconnects to R and sees it complete, without an error.
-	eventually(t, converge, "a connected to r", func() bool { return a.connectedTo(r.ID) })
-	eventually(t, converge, "r complete for a", func() bool {
+	testutil.Eventually(t, converge, "a connected to r", func() bool { return a.connectedTo(r.ID) })
+	testutil.Eventually(t, converge, "r complete for a", func() bool {
 		c, connected, _ := a.encFolder("docs").peer(r.ID)
 		return connected && c == 100
 	})
@@ -187,11 +189,11 @@ func TestUpgradeFromV7Home(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.cli("scan", "docs")
-	eventually(t, converge, "r to store the new file", func() bool {
+	testutil.Eventually(t, converge, "r to store the new file", func() bool {
 		st := r.encFolder("docs").Receiver
 		return st != nil && st.Records > before.Receiver.Records && st.Files > before.Receiver.Files
 	})
-	eventually(t, converge, "a to list r's version of the new file", func() bool {
+	testutil.Eventually(t, converge, "a to list r's version of the new file", func() bool {
 		for _, v := range a.versions("docs", "after-upgrade.txt") {
 			if v.Source == r.ID && v.Size == int64(len(newFile)) {
 				return true

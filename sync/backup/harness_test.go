@@ -14,6 +14,7 @@ import (
 	"lockstep/sync/engine"
 	"lockstep/sync/index"
 	"lockstep/sync/router"
+	"lockstep/test/testutil"
 )
 
 // forkNode is a node (device {9}) wired as cmd wires one, with folder "f"
@@ -49,7 +50,7 @@ func startForkNode(t *testing.T) *forkNode {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := router.New(n.id, d, log)
+	r := router.New(n.id, d, log, nil)
 	// The watcher waits an hour: the tests write files the index must not
 	// take in behind their backs.
 	n.e = engine.New(n.id, d, log, engine.Options{Net: r, WatchDelay: time.Hour})
@@ -59,21 +60,17 @@ func startForkNode(t *testing.T) *forkNode {
 	done := make(chan error, 1)
 	go func() { done <- n.e.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; d.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if f := (testFolders{n.e}).Folder("f"); f != nil {
-			s1, u1 := f.SharedWith(n.trusted)
-			s2, u2 := f.SharedWith(n.receiver)
-			if s1 && !u1 && s2 && u2 {
-				n.f = f
-				return n
-			}
+	testutil.Eventually(t, 10*time.Second, "the folder to start", func() bool {
+		f := (testFolders{n.e}).Folder("f")
+		if f == nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("folder did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		s1, u1 := f.SharedWith(n.trusted)
+		s2, u2 := f.SharedWith(n.receiver)
+		n.f = f
+		return s1 && !u1 && s2 && u2
+	})
+	return n
 }
 
 // peer is a connection of dev for handler calls that send nothing.

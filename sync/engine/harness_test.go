@@ -18,6 +18,7 @@ import (
 	"lockstep/sync/events"
 	"lockstep/sync/index"
 	"lockstep/sync/router"
+	"lockstep/test/testutil"
 )
 
 // startEngine runs an engine (device ID 9) over a fresh SQLite database
@@ -70,13 +71,7 @@ func startEngineWith(t *testing.T, id crypt.DeviceID, pol chunker.Pol, dir strin
 		}
 		return true
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("folder did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the folder to start", ready)
 	return e
 }
 

@@ -14,6 +14,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/router"
+	"lockstep/test/testutil"
 )
 
 // TestScanKeepsItsPolynomial: a device scanning a full folder and an empty
@@ -140,14 +141,8 @@ func TestFixedPolynomialIsAnnounced(t *testing.T) {
 	})
 }
 
-// waitFor polls cond for up to 60 seconds.
+// waitFor waits up to a minute for cond.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, time.Minute, what, cond)
 }

@@ -16,6 +16,7 @@ import (
 	"lockstep/sync/engine"
 	"lockstep/sync/protocol"
 	"lockstep/sync/router"
+	"lockstep/test/testutil"
 )
 
 // node runs a router over a real engine and backup, with folder "f" at dir
@@ -47,22 +48,16 @@ func node(t *testing.T, dir string, devs ...db.Device) *router.Router {
 	done := make(chan error, 1)
 	go func() { done <- e.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; d.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ready := true
+	testutil.Eventually(t, 10*time.Second, "the folder to start", func() bool {
 		for _, dev := range devs {
 			id, _ := crypt.ParseDeviceID(dev.ID)
-			shared, untrusted := e.Shares("f", id)
-			ready = ready && shared && untrusted == dev.Untrusted
+			if shared, untrusted := e.Shares("f", id); !shared || untrusted != dev.Untrusted {
+				return false
+			}
 		}
-		if ready {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("folder did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
+	return r
 }
 
 type folders struct{ *engine.Engine }
