@@ -254,13 +254,18 @@ func (s *Service) addresses(ctx context.Context, p Peer) (direct, relays []strin
 	return direct, relays
 }
 
-// connect dials all of p's direct addresses at once and, when relays
-// are allowed, its relay addresses once the direct ones have failed or had
-// their head start. It returns the first connection that completes its
-// handshake (closing any later ones), or nil.
+// connect dials all of p's direct addresses at once and, when relays are
+// allowed, its relay addresses once the direct dials have failed or had
+// their head start, whether or not they still hang. While dials hang past
+// the head start it looks p up again every head start and dials the
+// addresses that are new: discovery may learn of p's relay only after the
+// first lookup (a device announces the relay it registered with a moment
+// after its listen addresses). It returns the first connection that
+// completes its handshake (closing any later ones), or nil.
 func (s *Service) connect(ctx context.Context, p Peer, relays bool) *Conn {
+	relays = relays && s.cfg.Relay != nil
 	direct, via := s.addresses(ctx, p)
-	if !relays || s.cfg.Relay == nil {
+	if !relays {
 		via = nil
 	}
 	if len(direct)+len(via) == 0 {
@@ -270,7 +275,9 @@ func (s *Service) connect(ctx context.Context, p Peer, relays bool) *Conn {
 	defer cancel()
 	results := make(chan *Conn)
 	pending := 0
+	dialed := make(map[string]bool, len(direct)+len(via))
 	start := func(addr string, dial func() (*Conn, error)) {
+		dialed[addr] = true
 		pending++
 		go func() {
 			c, err := dial()
@@ -280,31 +287,41 @@ func (s *Service) connect(ctx context.Context, p Peer, relays bool) *Conn {
 			results <- c
 		}()
 	}
-	for _, addr := range direct {
-		hostport, err := ParseAddress(addr)
-		if err != nil {
-			continue
-		}
-		start(addr, func() (*Conn, error) { return s.dial(ctx, p.ID, hostport) })
-	}
-	startRelays := func() {
-		for _, addr := range via {
-			start(addr, func() (*Conn, error) { return s.dialRelay(ctx, p.ID, addr) })
-		}
-		via = nil
-	}
-	var headStart <-chan time.Time
-	if len(via) > 0 {
-		if pending == 0 {
-			startRelays()
-		} else {
-			t := time.NewTimer(s.cfg.RelayHeadStart)
-			defer t.Stop()
-			headStart = t.C
+	dialDirect := func(addrs []string) {
+		for _, addr := range addrs {
+			hostport, err := ParseAddress(addr)
+			if err != nil || dialed[addr] {
+				continue
+			}
+			start(addr, func() (*Conn, error) { return s.dial(ctx, p.ID, hostport) })
 		}
 	}
+	relaysDue := false // the direct dials had their head start, or failed
+	dialRelays := func(addrs []string) {
+		relaysDue = true
+		for _, addr := range addrs {
+			if !dialed[addr] {
+				start(addr, func() (*Conn, error) { return s.dialRelay(ctx, p.ID, addr) })
+			}
+		}
+	}
+	dialDirect(direct)
+	if relays && pending == 0 {
+		dialRelays(via)
+	}
+	// The timer ends the direct dials' head start, and then each wait
+	// before a new lookup; headStart is nil while it is not wanted.
+	t := time.NewTimer(s.cfg.RelayHeadStart)
+	defer t.Stop()
+	headStart := t.C
+	if !relays || relaysDue {
+		headStart = nil
+	}
+	type answer struct{ direct, via []string }
+	found := make(chan answer, 1)
+	looking := false
 	var won *Conn
-	for pending > 0 {
+	for pending > 0 || looking {
 		select {
 		case c := <-results:
 			pending--
@@ -316,12 +333,32 @@ func (s *Service) connect(ctx context.Context, p Peer, relays bool) *Conn {
 			default:
 				c.close()
 			}
-			if won == nil && pending == 0 && len(via) > 0 {
-				startRelays()
+			if won == nil && pending == 0 && relays && !relaysDue {
+				dialRelays(via)
 			}
 		case <-headStart:
-			if won == nil {
-				startRelays()
+			headStart = nil
+			if won != nil {
+				continue
+			}
+			if !relaysDue {
+				dialRelays(via)
+			}
+			looking = true
+			go func() {
+				d, v := s.addresses(ctx, p)
+				found <- answer{d, v}
+			}()
+		case a := <-found:
+			looking = false
+			if won != nil {
+				continue
+			}
+			dialDirect(a.direct)
+			dialRelays(a.via)
+			if pending > 0 {
+				t.Reset(s.cfg.RelayHeadStart)
+				headStart = t.C
 			}
 		}
 	}

@@ -262,3 +262,123 @@ func TestKind(t *testing.T) {
 		t.Errorf("relayed kind = %s", got)
 	}
 }
+
+// hangListener is a direct address whose dials hang: it completes TCP
+// connections and never answers the TLS handshake, as a peer behind a
+// firewall that drops SYNs leaves a dial hanging in connect. close stops
+// it and closes what it accepted.
+type hangListener struct {
+	ln       net.Listener
+	accepted atomic.Int32
+	done     chan struct{}
+}
+
+func newHangListener(t *testing.T) *hangListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hangListener{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			h.accepted.Add(1)
+		}
+	}()
+	return h
+}
+
+func (h *hangListener) addr() string { return "tcp://" + h.ln.Addr().String() }
+
+func (h *hangListener) close() {
+	h.ln.Close()
+	<-h.done
+}
+
+// answersResolver answers a device's first lookup with first and every
+// later one with later, as discovery does when a device announced its
+// listen address first and its relay registration a moment after.
+type answersResolver struct {
+	first, later []string
+	calls        atomic.Int32
+}
+
+func (r *answersResolver) Lookup(context.Context, crypt.DeviceID) []string {
+	if r.calls.Add(1) == 1 {
+		return append([]string(nil), r.first...)
+	}
+	return append([]string(nil), r.later...)
+}
+
+// watchedRelay is a pipeRelay that records what had happened when it was
+// first dialed.
+type watchedRelay struct {
+	*pipeRelay
+	at func() // called at every dial, before it is made
+}
+
+func (r watchedRelay) DialRelay(ctx context.Context, addr string, target crypt.DeviceID) (net.Conn, error) {
+	r.at()
+	return r.pipeRelay.DialRelay(ctx, addr, target)
+}
+
+// TestRelayWhileDirectHangs: a device whose direct address hangs (here its
+// handshake would take an hour to time out) is reached through its relay
+// once the direct dial has had its head start, with the direct dial still
+// hanging: whether the relay address came with the first lookup or only
+// with a later one (the device announced its relay registration after its
+// listen address). The direct address is always dialed first.
+func TestRelayWhileDirectHangs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		learned int32 // the lookup that first returns the relay
+	}{
+		{"relay known at once", 1},
+		{"relay learned during the dial", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			a, b := identity(t, "a"), identity(t, "b")
+			hang := newHangListener(t)
+			defer hang.close()
+			relayAddr := "relay://127.0.0.1:1/?id=" + b.ID.String()
+			res := &answersResolver{first: []string{hang.addr()}, later: []string{hang.addr(), relayAddr}}
+			if tc.learned == 1 {
+				res.first = res.later
+			}
+			var directFirst, lookups atomic.Int32
+			relay := watchedRelay{&pipeRelay{targets: map[crypt.DeviceID]*Service{}}, func() {
+				directFirst.CompareAndSwap(0, hang.accepted.Load())
+				lookups.CompareAndSwap(0, res.calls.Load())
+			}}
+			ra := &memRegistry{peers: []Peer{{ID: b.ID, Addresses: []string{Dynamic}}}}
+			rb := &memRegistry{peers: []Peer{{ID: a.ID, Addresses: []string{}}}}
+			sa := newPathService(t, a, ra, res, relay)
+			sa.cfg.HandshakeTimeout = time.Hour // the direct dial ends only when cancelled
+			sb := newPathService(t, b, rb, nil, nil)
+			relay.targets[b.ID] = sb
+
+			defer serveAll(sa, sb)()
+			waitConn(t, sa, b.ID, TypeRelay)
+			waitConn(t, sb, a.ID, TypeRelay)
+			if n := directFirst.Load(); n == 0 {
+				t.Error("the relay was dialed before the direct address")
+			}
+			if n := lookups.Load(); n < tc.learned {
+				t.Errorf("the relay was dialed after %d lookups, but only lookup %d returned it", n, tc.learned)
+			}
+		})
+	}
+}

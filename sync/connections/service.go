@@ -54,7 +54,8 @@ type Registry interface {
 
 // Resolver finds the current addresses of a dynamic device (local and
 // global discovery). Implementations must be safe for concurrent use and
-// should answer from a cache: Lookup is called at every dial.
+// should answer from a cache: Lookup is called at every dial, and again
+// every RelayHeadStart while that dial hangs.
 type Resolver interface {
 	Lookup(ctx context.Context, id crypt.DeviceID) []string
 }
@@ -138,7 +139,9 @@ type Config struct {
 	// Relay dials relay:// addresses; nil: they are skipped.
 	Relay RelayDialer
 	// RelayHeadStart is how long direct dials run alone before relays are
-	// tried too; default 3 s.
+	// tried too, whether the direct dials failed or still hang, and how
+	// often a dial that hangs past it looks the device up again for new
+	// addresses; default 3 s.
 	RelayHeadStart time.Duration
 	// RelayRetry is how often a device connected through a relay is dialed
 	// directly again; default 60 s.
