@@ -58,9 +58,10 @@ type folder struct {
 	failures   map[string]string // the latest failure of each item, logged once
 	pullFailed bool              // err is a pull's
 
-	deletions  deletionHold // the mass deletion guard's; the loop's only
-	pullTotal  int64        // bytes this pull needs
-	pullDone   int64        // bytes of it done
+	deletions  deletionHold  // the mass deletion guard's; the loop's only
+	ignores    *scan.Matcher // the latest scan's patterns, or nil
+	pullTotal  int64         // bytes this pull needs
+	pullDone   int64         // bytes of it done
 	lastPulled time.Time
 
 	receivers map[crypt.DeviceID]bool // shares that are untrusted receivers
@@ -290,6 +291,7 @@ func (f *folder) serve(ctx context.Context) {
 	defer clean.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	backoff := retryBackoff{min: pullRetryMin, max: pullRetryMax}
 	f.requestScan(nil)
 	for {
 		// Scans go first: a pull decides on the local state, which must be
@@ -313,7 +315,9 @@ func (f *folder) serve(ctx context.Context) {
 			f.cleanVersions()
 		case <-f.pullCh:
 			if again := f.runPull(ctx); again {
-				retry.Reset(10 * time.Second)
+				retry.Reset(backoff.next())
+			} else {
+				backoff.reset()
 			}
 		case <-retry.C:
 			f.requestPull()

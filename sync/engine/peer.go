@@ -256,10 +256,26 @@ func (e *Engine) Index(p *router.Peer, folderID string, files []*protocol.FileIn
 	return nil
 }
 
-// ServeBlock serves a block of a local file to a trusted peer.
+// ServeBlock serves a block of a local file to a trusted peer: only of a
+// file this device announced, at a block of its announced version. An
+// ignored file, or a name never announced, is no file to a peer.
 func (e *Engine) ServeBlock(req *protocol.Request) ([]byte, error) {
 	f := e.folder(req.GetFolder())
 	if f == nil {
+		return nil, protocol.ErrNoSuchFile
+	}
+	l, ok := f.set.Local(req.GetName())
+	if !ok || l.Deleted || l.Type != index.File || f.ignoredName(req.GetName()) {
+		return nil, protocol.ErrNoSuchFile
+	}
+	announced := false
+	for _, b := range l.Blocks {
+		if b.Offset == req.GetOffset() && b.Size == req.GetSize() && (len(req.GetHash()) == 0 || string(b.Hash[:]) == string(req.GetHash())) {
+			announced = true
+			break
+		}
+	}
+	if !announced {
 		return nil, protocol.ErrNoSuchFile
 	}
 	return f.readBlock(req)

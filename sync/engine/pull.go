@@ -76,7 +76,10 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	var lastFail error
 	fail := func(r *index.Record, err error) {
 		failed.Add(1)
-		if errors.Is(err, errChangedLocally) {
+		news := f.noteFailure(r.Name, err)
+		if errors.Is(err, errChangedLocally) && news {
+			// Once: a rescan that changes nothing would bring the same
+			// pull back at once, and the two would loop for good.
 			f.requestScan([]string{r.Name})
 			f.log.Info("not replacing a file changed locally; rescanning it", "name", r.Name)
 			return
@@ -87,7 +90,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		failMu.Lock()
 		lastFail = fmt.Errorf("%s: %w", r.Name, err)
 		failMu.Unlock()
-		if f.noteFailure(r.Name, err) {
+		if news {
 			f.log.Warn("pull failed", "name", r.Name, "err", err)
 		}
 		f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: itemAction(r), Error: err.Error()})
@@ -174,6 +177,31 @@ func (f *folder) clearFailures() {
 		f.setError(nil)
 	}
 }
+
+// Failed pulls are retried after pullRetryMin, doubling up to
+// pullRetryMax while they keep failing.
+const (
+	pullRetryMin = 10 * time.Second
+	pullRetryMax = 10 * time.Minute
+)
+
+// retryBackoff is the delay before the next retry of a failing pull.
+type retryBackoff struct {
+	min, max, cur time.Duration
+}
+
+// next returns the delay for the next retry, longer each time.
+func (b *retryBackoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+// reset starts over after a pull went through.
+func (b *retryBackoff) reset() { b.cur = 0 }
 
 // maxFailuresKept bounds the failures a folder remembers for its log.
 const maxFailuresKept = 10000

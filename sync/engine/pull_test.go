@@ -300,3 +300,46 @@ func TestRemoveTempsKeepsPartials(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedLocallyOnceThenFails: a file on disk the index does not know
+// (ignored here, say) that a peer announces makes the pull ask for a
+// rescan once; when the rescan changes nothing, the next pull does not
+// ask again (they looped for good, half a core and gigabytes of log a
+// day) but fails, with the folder in error and retries backing off.
+func TestChangedLocallyOnceThenFails(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	if err := os.WriteFile(filepath.Join(f.config().Path, "x"), []byte("local, unindexed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := peerFile(peer, "x", index.File, 1)
+	r.Size = 0
+	announce(t, f, peer, r)
+	<-f.pullCh
+	if !f.runPull(context.Background()) {
+		t.Fatal("the pull replaced a file it does not know")
+	}
+	select {
+	case <-f.scanCh:
+	default:
+		t.Fatal("no rescan asked for the file changed locally")
+	}
+	if !f.runPull(context.Background()) {
+		t.Fatal("the second pull replaced the file")
+	}
+	select {
+	case <-f.scanCh:
+		t.Fatal("a rescan asked again for the same file: the pull and the scan loop")
+	default:
+	}
+	f.mu.Lock()
+	msg := f.err
+	f.mu.Unlock()
+	if !strings.Contains(msg, "x: ") {
+		t.Fatalf("folder error %q, want the file named", msg)
+	}
+	b := retryBackoff{min: pullRetryMin, max: pullRetryMax}
+	if a, c := b.next(), b.next(); a != pullRetryMin || c != 2*pullRetryMin {
+		t.Fatalf("retries after %v then %v", a, c)
+	}
+}

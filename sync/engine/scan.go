@@ -53,6 +53,9 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 	if err != nil {
 		f.log.Warn("reading .lockstepignore", "err", err)
 	}
+	f.mu.Lock()
+	f.ignores = ign
+	f.mu.Unlock()
 	cfg := f.config()
 	now := uint64(time.Now().Unix())
 	var (
@@ -122,6 +125,15 @@ func (f *folder) loadIgnore() (*scan.Matcher, error) {
 	}
 	defer file.Close()
 	return scan.ParseIgnore(file)
+}
+
+// ignoredName reports whether the patterns of the latest scan ignore the
+// file name.
+func (f *folder) ignoredName(name string) bool {
+	f.mu.Lock()
+	m := f.ignores
+	f.mu.Unlock()
+	return m != nil && m.Match(name, false)
 }
 
 // errPolynomialChanged ends a scan whose polynomial was replaced by a
@@ -222,8 +234,8 @@ func (f *folder) polFixed(ctx context.Context) bool {
 // independently with files on both sides keep their own, and content stays
 // correct, only block reuse between them suffers.
 func (f *folder) adoptPolynomial(ctx context.Context, theirs uint64, theirsFixed bool) error {
-	if theirs == 0 || !chunker.Pol(theirs).Irreducible() {
-		return nil
+	if p := chunker.Pol(theirs); theirs == 0 || p.Deg() != chunk.PolynomialDegree || !p.Irreducible() {
+		return nil // not one the chunker takes (0x3 is irreducible, and of degree 1)
 	}
 	f.polMu.Lock()
 	defer f.polMu.Unlock()

@@ -54,7 +54,11 @@ func (v Vector) Update(id crypt.ShortID, now uint64) Vector {
 	for _, c := range v {
 		switch {
 		case !done && c.ID == id:
-			out = append(out, Counter{id, max(c.Value+1, now)})
+			next := c.Value + 1
+			if next == 0 { // never wrap: a counter at the top stays there
+				next = c.Value
+			}
+			out = append(out, Counter{id, max(next, now)})
 			done = true
 		case !done && c.ID > id:
 			out = append(out, Counter{id, max(1, now)}, c)

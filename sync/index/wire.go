@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"time"
 
 	"lockstep/chunk"
 	"lockstep/crypt"
@@ -40,6 +41,18 @@ func ToWire(r *Record) *protocol.FileInfo {
 	return fi
 }
 
+// PeerModeMask is what a peer may set of a file's mode: permission bits,
+// but never setuid, setgid or sticky, nor writable by others. A peer's
+// 0o7777 would otherwise make a world-writable setuid file here.
+const PeerModeMask = 0o775
+
+// maxCounterAhead bounds how far a version counter may be ahead of the
+// clock. Counters are at least the time of the edit in seconds (Vector.
+// Update), and only a burst of edits within one second takes one past
+// the clock; a counter decades ahead is a hostile or broken peer's, and
+// taking it would make every later edit here lose (or, at 2^64-1, wrap).
+const maxCounterAhead = 1 << 30
+
 // FromWire converts and checks a peer's record. A record that could make
 // the engine misbehave — a hostile name, blocks that do not tile the file,
 // a chunk larger than the chunker makes — is refused with the reason.
@@ -47,7 +60,7 @@ func FromWire(fi *protocol.FileInfo) (Record, error) {
 	r := Record{
 		Name:       fi.GetName(),
 		Size:       fi.GetSize(),
-		Mode:       fi.GetPermissions() & 0o7777,
+		Mode:       fi.GetPermissions() & PeerModeMask,
 		ModTime:    fi.GetModifiedNs(),
 		Deleted:    fi.GetDeleted(),
 		Sequence:   fi.GetSequence(),
@@ -71,7 +84,11 @@ func FromWire(fi *protocol.FileInfo) (Record, error) {
 		return r, fmt.Errorf("%q: negative size or sequence", r.Name)
 	}
 	v := make(Vector, 0, len(fi.GetVersion().GetCounters()))
+	limit := uint64(time.Now().Unix()) + maxCounterAhead
 	for _, c := range fi.GetVersion().GetCounters() {
+		if c.GetValue() > limit {
+			return r, fmt.Errorf("%q: version counter %d is far ahead of the clock", r.Name, c.GetValue())
+		}
 		v = append(v, Counter{ID: crypt.ShortID(c.GetId()), Value: c.GetValue()})
 	}
 	r.Version = Canonical(v)

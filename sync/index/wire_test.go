@@ -1,8 +1,10 @@
 package index
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -99,4 +101,45 @@ func FuzzFromWire(f *testing.F) {
 			t.Fatal("empty version accepted")
 		}
 	})
+}
+
+// TestFromWireRefusesFarCounters: a version counter far ahead of the
+// clock (a hostile peer's 2^64-1) is refused; one a burst of edits puts
+// a little ahead is taken.
+func TestFromWireRefusesFarCounters(t *testing.T) {
+	now := uint64(time.Now().Unix())
+	for _, c := range []struct {
+		value uint64
+		ok    bool
+	}{{now, true}, {now + 1000, true}, {now + maxCounterAhead + 3600, false}, {math.MaxUint64, false}} {
+		r := sampleRecord()
+		r.Version = Vector{{ID: 3, Value: c.value}}
+		_, err := FromWire(ToWire(&r))
+		if (err == nil) != c.ok {
+			t.Errorf("counter %d: %v, want ok %v", c.value, err, c.ok)
+		}
+	}
+}
+
+// TestUpdateNeverWraps: a counter at the top stays there instead of
+// wrapping to 0, which would make the edit lose to every older version.
+func TestUpdateNeverWraps(t *testing.T) {
+	v := Vector{{ID: 3, Value: math.MaxUint64}}.Update(3, 5)
+	if got := v.Counter(3); got != math.MaxUint64 {
+		t.Fatalf("counter after an update at the top: %d", got)
+	}
+}
+
+// TestFromWireModes: a peer's mode never makes a file setuid, setgid,
+// sticky or writable by others here.
+func TestFromWireModes(t *testing.T) {
+	r := sampleRecord()
+	r.Mode = 0o7777
+	got, err := FromWire(ToWire(&r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Mode != 0o775 {
+		t.Fatalf("mode 0o7777 from a peer became %o, want 775", got.Mode)
+	}
 }

@@ -21,7 +21,7 @@ import (
 
 // node runs a router over a real engine and backup, with folder "f" at dir
 // shared with devs, until the test ends.
-func node(t *testing.T, dir string, devs ...db.Device) *router.Router {
+func node(t *testing.T, dir string, devs ...db.Device) (*router.Router, *engine.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
@@ -57,7 +57,7 @@ func node(t *testing.T, dir string, devs ...db.Device) *router.Router {
 		}
 		return true
 	})
-	return r
+	return r, e
 }
 
 type folders struct{ *engine.Engine }
@@ -81,7 +81,11 @@ func TestNoPlaintextForReceivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	trusted, receiver := crypt.DeviceID{1}, crypt.DeviceID{2}
-	r := node(t, dir, db.Device{ID: trusted.String()}, db.Device{ID: receiver.String(), Untrusted: true})
+	r, e := node(t, dir, db.Device{ID: trusted.String()}, db.Device{ID: receiver.String(), Untrusted: true})
+	testutil.Eventually(t, 10*time.Second, "secret.txt indexed", func() bool {
+		st, _ := e.FolderStatus("f")
+		return st.LocalFiles == 1
+	})
 
 	block := &protocol.Request{Folder: "f", Name: "secret.txt", Size: 9}
 	data, err := r.Request(ctx, protocol.DeviceID(trusted), block)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"lockstep/chunk"
 	"lockstep/crypt"
@@ -42,12 +43,12 @@ func randomRecord(rng *rand.Rand) index.Record {
 	}
 	var v index.Vector
 	for range 1 + rng.IntN(4) {
-		v = append(v, index.Counter{ID: crypt.ShortID(rng.Uint64()), Value: 1 + rng.Uint64N(math.MaxUint64)})
+		v = append(v, index.Counter{ID: crypt.ShortID(rng.Uint64()), Value: 1 + rng.Uint64N(uint64(time.Now().Unix()))})
 	}
 	r := index.Record{
 		Name:       strings.Join(parts, "/"),
 		Type:       index.Type(rng.IntN(3)),
-		Mode:       uint32(rng.IntN(0o10000)),
+		Mode:       uint32(rng.IntN(0o10000)) & index.PeerModeMask,
 		ModTime:    int64(rng.Uint64()),
 		Deleted:    rng.IntN(5) == 0,
 		Version:    index.Canonical(v),

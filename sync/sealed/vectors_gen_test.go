@@ -202,8 +202,9 @@ func generateVectors() (*vectors, error) {
 	g.add("name component of 255 bytes", "ok", false, g.folder, g.seal(&long), &long)
 	exec := stamp(fileOf("bin/run", []byte("#!/bin/sh\n"), 10), 17)
 	exec.Mode = 0o4755
-	g.add("file type bits in the mode are dropped", "ok", false, g.folder,
-		g.sealWire(&exec, func(fi *protocol.FileInfo) { fi.Permissions |= 0o100000 }), &exec)
+	sealedExec := g.sealWire(&exec, func(fi *protocol.FileInfo) { fi.Permissions |= 0o100000 })
+	exec.Mode = 0o755 // what a peer may set: index.PeerModeMask
+	g.add("file type and setuid bits in the mode are dropped", "ok", false, g.folder, sealedExec, &exec)
 
 	// The sealed bytes changed, or opened under another header or key.
 	mut := func(f func(sr *protocol.SealedRecord)) *protocol.SealedRecord { return clone(baseSR, f) }
