@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"lockstep/crypt"
 	"lockstep/sync/index"
@@ -193,18 +194,19 @@ func (b *Backup) Reconcile(p *router.Peer, wf *protocol.Folder, fresh bool) erro
 		}
 	}
 	held := int64(mine.GetMaxSequence())
-	if served := b.view(ctx, f.ID(), peer).Held; fresh && held < served {
+	served := b.view(ctx, f.ID(), peer).Held
+	if fresh && held < served {
 		err := fmt.Errorf("%w: receiver %s says it holds this device's records up to %d, but it has served them up to %d; refusing it", ErrRollback, peer.Short(), held, served)
 		s.setReceiverError(peer, err)
 		return err
 	}
+	var claim int64 // a claim of more of our records than we have, to verify
 	if held > f.Index().LocalSequence() {
-		// The receiver holds records of an earlier database of this device:
-		// number ours past them, or it would take them for copies.
-		f.Log().Info("receiver holds newer records of this device than its index; renumbering", "device", peer.String(), "held", held)
-		if err := f.Index().Renumber(ctx, held); err != nil {
-			return err
-		}
+		// The receiver may hold records of an earlier database of this
+		// device, which ours must be numbered past, or it would take them
+		// for copies; or it lies. Only records it serves back, which open
+		// under the folder key, prove it: renumber once they did.
+		claim, held = held, served
 	}
 	if theirs != nil && theirs.GetIndexId() != 0 {
 		// The receiver's high-water mark per origin, for fork checks.
@@ -220,13 +222,55 @@ func (b *Backup) Reconcile(p *router.Peer, wf *protocol.Folder, fresh bool) erro
 		b.checkClaims(ctx, f, peer)
 	}
 	s.setReceiverError(peer, nil)
-	b.startUpload(p, f, keys, held)
+	b.startUpload(p, f, keys, held, claim, theirs.GetMaxSequence())
 	return nil
 }
 
+// claimWait bounds how long an upload waits for a receiver to serve back
+// the records of this device it claims to hold.
+var claimWait = 2 * time.Minute
+
+// verifyClaim waits until receiver peer has served back this device's
+// records up to claim (then it renumbers the local index past them and
+// returns claim), or has served its whole log (up to logEnd) without them,
+// or claimWait passed: then it reports the receiver and returns what it
+// did serve. A receiver's word alone never renumbers the local index: a
+// claim of 2^63 would end every later scan in "negative sequence".
+func (b *Backup) verifyClaim(ctx context.Context, f Folder, peer crypt.DeviceID, claim, logEnd int64) int64 {
+	deadline := time.Now().Add(claimWait)
+	for {
+		v := b.view(ctx, f.ID(), peer)
+		if v.Held >= claim {
+			if claim > f.Index().LocalSequence() {
+				f.Log().Info("receiver holds newer records of this device than its index; renumbering", "device", peer.String(), "held", claim)
+				if err := f.Index().Renumber(ctx, claim); err != nil {
+					f.Log().Error("renumbering the local index", "err", err)
+				}
+			}
+			return claim
+		}
+		if v.Cursor >= logEnd || time.Now().After(deadline) {
+			err := fmt.Errorf("%w: receiver %s claims to hold this device's records up to %d, but served them only up to %d; a fork or a lie, not believed", ErrFalseClaim, peer.Short(), claim, v.Held)
+			b.share(f.ID()).setReceiverError(peer, err)
+			f.Log().Warn("receiver claims records it does not show", "device", peer.String(), "claim", claim, "served", v.Held)
+			return v.Held
+		}
+		select {
+		case <-ctx.Done():
+			return v.Held
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ErrFalseClaim means a receiver claims to hold records of this device it
+// does not serve back.
+var ErrFalseClaim = errors.New("receiver's claim not shown")
+
 // startUpload starts sending f's sealed records to the receiver from
-// start, unless that runs already.
-func (b *Backup) startUpload(p *router.Peer, f Folder, keys *crypt.Keys, start int64) {
+// start, unless that runs already; a claim of more of this device's
+// records than its index has (claim > 0) is verified first (verifyClaim).
+func (b *Backup) startUpload(p *router.Peer, f Folder, keys *crypt.Keys, start, claim, logEnd int64) {
 	l := b.link(p)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -243,9 +287,13 @@ func (b *Backup) startUpload(p *router.Peer, f Folder, keys *crypt.Keys, start i
 	p.Go(func() {
 		// Requests can't be made from the reader goroutine reconcile runs
 		// on, so a pending envelope is settled here.
-		if b.settleEnvelope(ctx, p, f) {
-			u.send(ctx, p, start)
+		if !b.settleEnvelope(ctx, p, f) {
+			return
 		}
+		if claim > 0 {
+			start = b.verifyClaim(ctx, f, p.ID, claim, logEnd)
+		}
+		u.send(ctx, p, start)
 	})
 }
 

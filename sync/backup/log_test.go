@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"lockstep/sync/index"
@@ -43,5 +44,36 @@ func TestReceiverLogArrivingFirst(t *testing.T) {
 	}
 	if got := n.b.view(ctx, "f", n.receiver).Cursor + n.b.view(ctx, "f", n.receiver).Held; got != 0 {
 		t.Fatalf("cursors of the old log kept: %d", got)
+	}
+}
+
+// TestClaimNotBelieved: a receiver's claim to hold more of this device's
+// records than its index has renumbers the index only once the receiver
+// served them back; a claim it does not show (2^63-101, say) is reported
+// and leaves the index as it was (a renumber past it ended every later
+// scan in "negative sequence").
+func TestClaimNotBelieved(t *testing.T) {
+	n := startForkNode(t)
+	ctx := context.Background()
+	before := n.f.Index().LocalSequence()
+	if got := n.b.verifyClaim(ctx, n.f, n.receiver, 1<<63-101, 0); got != 0 {
+		t.Fatalf("upload starts after %d for a claim never shown", got)
+	}
+	if got := n.f.Index().LocalSequence(); got != before {
+		t.Fatalf("local sequence %d after a false claim, was %d", got, before)
+	}
+	if e := n.receiverErr(t); !strings.Contains(e, "claims to hold") {
+		t.Fatalf("false claim not reported: %q", e)
+	}
+	// Served back (an earlier database of this device): renumbered.
+	claim := before + 5
+	if err := n.db.SetReceiverHeld(ctx, "f", n.receiver.String(), claim, 9); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.b.verifyClaim(ctx, n.f, n.receiver, claim, 100); got != claim {
+		t.Fatalf("upload starts after %d, want %d", got, claim)
+	}
+	if got := n.f.Index().LocalSequence(); got < claim {
+		t.Fatalf("local sequence %d after a shown claim of %d", got, claim)
 	}
 }
