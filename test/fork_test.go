@@ -190,8 +190,8 @@ func claimHeld(d, from *node) string {
 }
 
 // TestReceiverForkAfterPrune: a receiver that pruned a device's newest
-// record (another device's copy of the file superseded it) still holds
-// it by its high-water mark, so a fresh device, which never saw the
+// record (another device's newer version of the file superseded it)
+// still holds it by its high-water mark, so a fresh device, which never saw the
 // record, takes the device's claim for true.
 func TestReceiverForkAfterPrune(t *testing.T) {
 	if testing.Short() {
@@ -200,23 +200,28 @@ func TestReceiverForkAfterPrune(t *testing.T) {
 	a, b, r := startNode(t, "a"), startNode(t, "b"), startNode(t, "r")
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	writeFile(t, filepath.Join(dirA, "x"), []byte("only a's record of x gets pruned"), 0o644)
-	a.cli("folder", "add", "docs", dirA)
+	// Send-only: a never takes b's newer x, so its newest record stays
+	// the one keep-last 1 drops.
+	a.cli("folder", "add", "docs", dirA, "--type", "sendonly")
 	holdFolder(t, r, "docs", a, b)
 	pw := passwordFile(t, "pw")
 	backUpTo(t, a, r, "docs", pw)
 	waitBackedUp(t, a, r, "docs")
 
-	// b gets x from the receiver alone, so its record of x comes later in
-	// the log, and keep-last 1 drops a's.
+	// b gets x from the receiver alone, changes it, and keep-last 1 drops
+	// the version a uploaded (with b's copy of it).
 	b.cli("folder", "add", "docs", dirB)
 	backUpTo(t, b, r, "docs", pw)
 	waitSame(t, converge, dirA, dirB)
 	waitBackedUp(t, b, r, "docs")
-	testutil.Eventually(t, converge, "r to hold b's record of x", func() bool {
-		return r.encFolder("docs").Receiver.Records >= 2
+	writeFile(t, filepath.Join(dirB, "x"), []byte("b's newer x"), 0o644)
+	b.cli("scan", "docs")
+	testutil.Eventually(t, converge, "r to hold b's newer x", func() bool {
+		return r.encFolder("docs").Receiver.Records >= 3
 	})
+	waitBackedUp(t, b, r, "docs")
 	r.cli("folder", "retention", "docs", "--keep-last", "1")
-	if out := r.cli("prune", "docs", "--grace", "0s"); !strings.Contains(out, "dropped 1 version") {
+	if out := r.cli("prune", "docs", "--grace", "0s"); !strings.Contains(out, "dropped 2 versions") { // a's record and b's copy
 		t.Fatalf("prune said %q", out)
 	}
 
