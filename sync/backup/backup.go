@@ -138,6 +138,7 @@ type share struct {
 	mu       sync.Mutex
 	recvErrs map[crypt.DeviceID]string // latest problem with each receiver
 	forkErrs map[crypt.DeviceID]string // receivers found forking their log (fork.go)
+	stalled  map[crypt.DeviceID]string // receivers taking no step with uploads
 
 	// Since start: records and chunks from receivers that failed
 	// verification.
@@ -263,6 +264,9 @@ func (b *Backup) Status(folderID string) Status {
 		st.Receivers[d] = ReceiverStatus{Error: s.receiverError(d)}
 	}
 	for d := range s.forkErrs {
+		st.Receivers[d] = ReceiverStatus{Error: s.receiverError(d)}
+	}
+	for d := range s.stalled {
 		st.Receivers[d] = ReceiverStatus{Error: s.receiverError(d)}
 	}
 	return st

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,14 +260,28 @@ func (s *share) setForkError(receiver crypt.DeviceID, msg string) bool {
 // receiverError is the problem status shows for a receiver: a fork first,
 // then the latest other one. The caller holds s.mu.
 func (s *share) receiverError(receiver crypt.DeviceID) string {
-	fork, other := s.forkErrs[receiver], s.recvErrs[receiver]
-	switch {
-	case fork == "":
-		return other
-	case other == "":
-		return fork
+	var parts []string
+	for _, e := range []string{s.forkErrs[receiver], s.stalled[receiver], s.recvErrs[receiver]} {
+		if e != "" {
+			parts = append(parts, e)
+		}
 	}
-	return fork + "; " + other
+	return strings.Join(parts, "; ")
+}
+
+// setStalled sets or, with msg "", clears the report that a receiver
+// takes no step with this device's uploads.
+func (s *share) setStalled(receiver crypt.DeviceID, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg == "" {
+		delete(s.stalled, receiver)
+		return
+	}
+	if s.stalled == nil {
+		s.stalled = map[crypt.DeviceID]string{}
+	}
+	s.stalled[receiver] = msg
 }
 
 // ReceiverClaims takes a trusted peer's claims about receivers of folders

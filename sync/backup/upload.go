@@ -3,7 +3,9 @@ package backup
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -46,6 +48,7 @@ type upload struct {
 	peer crypt.DeviceID
 
 	mu       sync.Mutex
+	active   time.Time // the receiver's last ack or chunk request
 	pending  map[crypt.ChunkID]blockRef
 	inflight []int64 // last sequence of each unacknowledged message
 	room     chan struct{}
@@ -61,29 +64,45 @@ type blockRef struct {
 }
 
 func (b *Backup) newUpload(f Folder, keys *crypt.Keys, peer crypt.DeviceID) *upload {
-	return &upload{b: b, f: f, s: b.share(f.ID()), keys: keys, peer: peer, pending: map[crypt.ChunkID]blockRef{}, room: make(chan struct{}, 1)}
+	return &upload{b: b, f: f, s: b.share(f.ID()), keys: keys, peer: peer, active: time.Now(), pending: map[crypt.ChunkID]blockRef{}, room: make(chan struct{}, 1)}
 }
 
 // waitRoom blocks until fewer than sealedWindow messages await their ack.
+//
+// A receiver that neither acknowledges nor asks for a chunk for ackStall
+// while messages wait is reported on its peer entry (its store may be
+// failing: it retries, and this side waits), until it acknowledges again.
 func (u *upload) waitRoom(ctx context.Context) error {
+	tick := time.NewTicker(ackStall / 4)
+	defer tick.Stop()
 	for {
 		u.mu.Lock()
-		n := len(u.inflight)
+		n, idle := len(u.inflight), time.Since(u.active)
 		u.mu.Unlock()
 		if n < sealedWindow {
 			return nil
 		}
+		if idle >= ackStall {
+			u.s.setStalled(u.peer, fmt.Sprintf("receiver %s has stored nothing of this device for %s: its storage may be failing (see its status)", u.peer.Short(), idle.Round(time.Second)))
+		}
 		select {
 		case <-u.room:
+		case <-tick.C:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 }
 
+// ackStall is how long a receiver may take no step with this device's
+// messages waiting before it is reported.
+var ackStall = 30 * time.Second
+
 // ack drops what the receiver has processed up to seq.
 func (u *upload) ack(seq int64) {
+	u.s.setStalled(u.peer, "")
 	u.mu.Lock()
+	u.active = time.Now()
 	i := 0
 	for i < len(u.inflight) && u.inflight[i] <= seq {
 		i++
@@ -104,6 +123,7 @@ func (u *upload) ack(seq int64) {
 func (u *upload) lookup(id crypt.ChunkID) (blockRef, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.active = time.Now()
 	ref, ok := u.pending[id]
 	return ref, ok
 }

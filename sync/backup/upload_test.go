@@ -5,12 +5,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 func TestUploadAckReleasesChunks(t *testing.T) {
@@ -172,5 +175,30 @@ func TestServeChunk(t *testing.T) {
 	}
 	if _, err := n.b.ServeChunk(n.peer(t, n.receiver), req); !errors.Is(err, protocol.ErrNoSuchFile) {
 		t.Fatalf("chunk served to another connection: %v", err)
+	}
+}
+
+// TestStalledReceiverReported: a receiver that takes no step with this
+// device's waiting messages (its store fails and it retries) shows on its
+// peer entry until it acknowledges again; before, both sides said idle.
+func TestStalledReceiverReported(t *testing.T) {
+	defer func(d time.Duration) { ackStall = d }(ackStall)
+	ackStall = 40 * time.Millisecond
+	n := startForkNode(t)
+	u := n.b.newUpload(n.f, testKeys(t, 1), n.receiver)
+	for i := range sealedWindow {
+		u.inflight = append(u.inflight, int64(i+1))
+	}
+	done := make(chan error, 1)
+	go func() { done <- u.waitRoom(t.Context()) }()
+	testutil.Eventually(t, 10*time.Second, "the stalled receiver reported", func() bool {
+		return strings.Contains(n.receiverErr(t), "stored nothing of this device")
+	})
+	u.ack(1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if e := n.receiverErr(t); e != "" {
+		t.Fatalf("still reported after an ack: %q", e)
 	}
 }

@@ -112,8 +112,8 @@ func (f *folder) commit(d *done) (index.Record, error) {
 	// Both changed: the local version lost, and is kept beside the winner
 	// under a conflict name that syncs like any file.
 	conflict := exists && d.local != nil && !d.local.Deleted && d.local.Version.Compare(r.Version) == index.Concurrent
-	if f.beforeReplace != nil {
-		f.beforeReplace(r.Name)
+	if hook := f.beforeReplace.Load(); hook != nil {
+		(*hook)(r.Name)
 	}
 	switch {
 	case !exists:
@@ -337,8 +337,8 @@ func (f *folder) pullDelete(ctx context.Context, r *index.Record) error {
 		if !matchesLocal(cur, true, local) {
 			return errChangedLocally
 		}
-		if f.beforeReplace != nil {
-			f.beforeReplace(r.Name)
+		if hook := f.beforeReplace.Load(); hook != nil {
+			(*hook)(r.Name)
 		}
 		if cur.IsDir() {
 			if err := f.fs.Remove(r.Name); err != nil {

@@ -60,13 +60,14 @@ func raceNodes(t *testing.T, write func(dir, name string)) (dirA, dirB string) {
 		return string(got) == "from a\n" && st.NeedFiles == 0 && st.State == StateIdle
 	})
 	fb := b.folder("f")
-	var once bool
-	fb.beforeReplace = func(name string) {
+	var once bool // the folder's goroutine's only
+	hook := func(name string) {
 		if name == "x.txt" && !once {
 			once = true
 			write(dirB, name)
 		}
 	}
+	fb.beforeReplace.Store(&hook)
 	return dirA, dirB
 }
 

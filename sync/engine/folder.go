@@ -70,7 +70,7 @@ type folder struct {
 
 	// beforeReplace, when set (tests), runs in commit after the file in
 	// place was checked and before it is replaced.
-	beforeReplace func(name string)
+	beforeReplace atomic.Pointer[func(name string)]
 
 	// Since start: block bytes fetched from peers, and copied from local
 	// files instead; bytes read by scans to be chunked.
