@@ -207,14 +207,43 @@ func (e *editor) step(burst string) {
 			e.log.ops["mkdir"]++
 		}
 	default:
-		if len(dirs) == 0 {
-			return
-		}
-		// Fails unless the directory is empty; only then it counts.
-		if err := os.Remove(filepath.Join(e.root, dirs[e.rng.IntN(len(dirs))])); err == nil {
-			e.log.ops["rmdir"]++
+		if len(dirs) > 0 {
+			e.removeDir(dirs[e.rng.IntN(len(dirs))], len(files))
 		}
 	}
+}
+
+// removeDir removes a directory that holds six files at most, as
+// rm -r would: its files one by one (each a delete), then the
+// directories, deepest first. A directory holding more is left alone.
+func (e *editor) removeDir(dir string, files int) {
+	var inside, subdirs []string
+	filepath.WalkDir(filepath.Join(e.root, dir), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel := filepath.ToSlash(p[len(e.root)+1:])
+		switch {
+		case d.IsDir():
+			subdirs = append(subdirs, rel)
+		case d.Type().IsRegular() && !fsys.IsTemp(d.Name()):
+			inside = append(inside, rel)
+		}
+		return nil
+	})
+	if len(inside) > 6 || files-len(inside) < minFiles {
+		return
+	}
+	for _, name := range inside {
+		e.remove(name)
+	}
+	for i := len(subdirs) - 1; i >= 0; i-- {
+		// Fails if a pull put something there meanwhile.
+		if err := os.Remove(filepath.Join(e.root, subdirs[i])); err != nil {
+			return
+		}
+	}
+	e.log.ops["rmdir"]++
 }
 
 // list returns the folder's regular files and directories, lockstep's own

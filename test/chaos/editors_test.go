@@ -86,10 +86,10 @@ func TestChaosTwoEditors(t *testing.T) {
 		t.Logf("the mass deletion guard stopped a folder %d times; allowed each time, as a user would (errors: %v)", n, errs)
 	}
 	logs := []*editLog{editors[0].log, editors[1].log}
+	dups := reportConflicts(t, final, watches)
 	for _, m := range members {
-		checkTokens(t, m.node.name, m.dir, logs)
+		checkTokens(t, m.node.name, m.dir, logs, dups)
 	}
-	reportConflicts(t, final, watches)
 	for _, l := range logs {
 		for _, f := range l.failures {
 			t.Errorf("editor %s: %s", l.editor, f)
@@ -111,7 +111,8 @@ func opCounts(ops map[string]int) string {
 
 // checkTokens checks one side's folder against the editors' logs: each
 // file is a whole version an editor wrote, and each live token is there.
-func checkTokens(t *testing.T, side, dir string, logs []*editLog) {
+// dups are conflict copy names made more than once, for the hints.
+func checkTokens(t *testing.T, side, dir string, logs []*editLog, dups map[string]bool) {
 	t.Helper()
 	tr, err := snapshot(dir)
 	if err != nil {
@@ -179,8 +180,14 @@ func checkTokens(t *testing.T, side, dir string, logs []*editLog) {
 			t.Errorf("%s: ... and %d more lost tokens", side, len(lost)-i)
 			break
 		}
-		t.Errorf("%s: lost token %s: %s of %s at %s, based on %s; never superseded by an editor, in no file now",
-			side, w.token, w.op, w.name, w.at.Format("15:04:05.000"), w.based)
+		hint := "a local write just before the puller's rename, or another loss"
+		for name := range dups {
+			if name == w.name || conflictStem(name) == conflictStem(w.name) {
+				hint = "conflict copies of " + conflictStem(w.name) + " made in the same second overwrote each other"
+			}
+		}
+		t.Errorf("%s: lost token %s: %s of %s at %s, based on %s; never superseded by an editor, in no file now (likely: %s)",
+			side, w.token, w.op, w.name, w.at.Format("15:04:05.000"), w.based, hint)
 	}
 }
 
@@ -203,9 +210,10 @@ func conflictCopies(tr tree) int {
 
 // reportConflicts logs the conflicts the nodes announced and fails on
 // two conflict copies made under one name: the second overwrote the
-// first.
-func reportConflicts(t *testing.T, final tree, watches map[string]*eventWatch) {
+// first. It returns those names.
+func reportConflicts(t *testing.T, final tree, watches map[string]*eventWatch) map[string]bool {
 	t.Helper()
+	all := map[string]bool{}
 	for _, side := range []string{"a", "b"} {
 		w := watches[side]
 		if w.err != "" {
@@ -220,6 +228,7 @@ func reportConflicts(t *testing.T, final tree, watches map[string]*eventWatch) {
 		for name, n := range made {
 			if n > 1 {
 				dups = append(dups, fmt.Sprintf("%s (%d times)", name, n))
+				all[name] = true
 			}
 		}
 		sort.Strings(dups)
@@ -238,6 +247,24 @@ func reportConflicts(t *testing.T, final tree, watches map[string]*eventWatch) {
 	}
 	if final.entries != nil {
 		t.Logf("conflict copies kept: %d", conflictCopies(final))
+	}
+	return all
+}
+
+// conflictStem is the name a conflict copy was made of, or name itself.
+func conflictStem(name string) string {
+	for {
+		i := strings.Index(name, ".sync-conflict-")
+		if i < 0 {
+			return name
+		}
+		// name.sync-conflict-YYYYMMDD-HHMMSS-DEVICE[...].ext
+		rest := name[i+len(".sync-conflict-"):]
+		ext := ""
+		if j := strings.LastIndex(rest, "."); j >= 0 {
+			ext = rest[j:]
+		}
+		name = name[:i] + ext
 	}
 }
 

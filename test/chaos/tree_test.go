@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -233,7 +234,9 @@ func waitConverged(t testing.TB, timeout time.Duration, folder string, members [
 }
 
 // checkNoTemps fails the test if any member's folder still holds a
-// lockstep temp file a few seconds after convergence.
+// lockstep temp file a few seconds after convergence. A partial file
+// (kept to resume a pull) is named with the file it belongs to, when that
+// is still in the tree.
 func checkNoTemps(t testing.TB, members []member) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -247,10 +250,28 @@ func checkNoTemps(t testing.TB, members []member) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("%s: temp files left in the folder after convergence: %v", m.node.name, tr.temps)
+				var what []string
+				for _, tmp := range tr.temps {
+					what = append(what, describeTemp(tmp, tr))
+				}
+				t.Errorf("%s: temp files left in the folder after it converged: %s", m.node.name, strings.Join(what, "; "))
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// describeTemp names a temp file and, for a partial file, what it is the
+// partial file of.
+func describeTemp(tmp string, tr tree) string {
+	if !fsys.IsPartial(path.Base(tmp)) {
+		return tmp
+	}
+	for name := range tr.entries {
+		if fsys.PartialName(name) == tmp {
+			return fmt.Sprintf("%s (a partial file kept to resume a pull of %s, which is complete)", tmp, name)
+		}
+	}
+	return tmp + " (a partial file kept to resume a pull of a file no longer in the folder)"
 }
