@@ -179,6 +179,10 @@ func TestDirectFirst(t *testing.T) {
 	ra := &memRegistry{peers: []Peer{{ID: b.ID, Addresses: []string{Dynamic}}}}
 	rb := &memRegistry{peers: []Peer{{ID: a.ID, Addresses: []string{}}}}
 	sa, sb := newPathService(t, a, ra, res, relay), newPathService(t, b, rb, nil, nil)
+	// Longer than any handshake: with the 50 ms of the other tests, a
+	// direct handshake slowed by a loaded machine (-race) now and then
+	// outlasted its head start, and the relay was dialed as it should be.
+	sa.cfg.RelayHeadStart = time.Hour
 	relay.targets[b.ID] = sb
 	res.set(b.ID, "relay://127.0.0.1:1/?id="+b.ID.String(), sb.Addresses()[0])
 
