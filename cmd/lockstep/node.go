@@ -23,6 +23,7 @@ import (
 	"lockstep/sync/connections"
 	"lockstep/sync/engine"
 	"lockstep/sync/events"
+	"lockstep/sync/protocol"
 	"lockstep/sync/receiver"
 	"lockstep/sync/router"
 	"lockstep/web"
@@ -124,7 +125,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	eng := engine.New(id.ID, database, log, engine.Options{Net: rt, Events: bus})
 	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{})
 	eng.SetSealed(bk)
-	rt.Handle(eng, bk, recv)
+	rt.Handle(eng, bk, receiverConns{recv})
 	reg := &registry{db: database, self: id.ID, events: bus}
 	find, err := newFinder(ctx, id, opts.Find, log)
 	if err != nil {
@@ -222,3 +223,21 @@ func (e engineFolders) Folder(id string) backup.Folder {
 func (e engineFolders) Each(fn func(backup.Folder)) {
 	e.EachFolder(func(h engine.Folder) { fn(h) })
 }
+
+// receiverConns hands the router's connections to the receiver, which
+// takes any receiver.Peer.
+type receiverConns struct{ *receiver.Receiver }
+
+func (r receiverConns) ClusterConfig(ctx context.Context, c *protocol.Conn, wf *protocol.Folder) error {
+	return r.Receiver.ClusterConfig(ctx, c, wf)
+}
+
+func (r receiverConns) SealedIndex(c *protocol.Conn, idx *protocol.SealedIndex) error {
+	return r.Receiver.SealedIndex(c, idx)
+}
+
+func (r receiverConns) SealedAck(c *protocol.Conn, ack *protocol.SealedAck) error {
+	return r.Receiver.SealedAck(c, ack)
+}
+
+func (r receiverConns) Closed(c *protocol.Conn) { r.Receiver.Closed(c) }

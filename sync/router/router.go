@@ -38,7 +38,6 @@ import (
 	"lockstep/storage/db"
 	"lockstep/sync/events"
 	"lockstep/sync/protocol"
-	"lockstep/sync/receiver"
 )
 
 // Trusted is trusted sync (sync/engine) as the router needs it.
@@ -81,16 +80,16 @@ type Backup interface {
 }
 
 // Receiver is the untrusted side (sync/receiver): the encrypted folders
-// this node holds for others.
+// this node holds for others. It speaks to each peer over its connection.
 type Receiver interface {
 	Reload(ctx context.Context) error
 	Holds(folderID string) bool
 	ClusterFolders(ctx context.Context, peer crypt.DeviceID) []*protocol.Folder
-	ClusterConfig(ctx context.Context, p receiver.Peer, wf *protocol.Folder) error
-	SealedIndex(p receiver.Peer, idx *protocol.SealedIndex) error
-	SealedAck(p receiver.Peer, ack *protocol.SealedAck) error
+	ClusterConfig(ctx context.Context, c *protocol.Conn, wf *protocol.Folder) error
+	SealedIndex(c *protocol.Conn, idx *protocol.SealedIndex) error
+	SealedAck(c *protocol.Conn, ack *protocol.SealedAck) error
 	Request(ctx context.Context, peer crypt.DeviceID, req *protocol.Request) ([]byte, error)
-	Closed(p receiver.Peer)
+	Closed(c *protocol.Conn)
 }
 
 // Router routes the protocol messages of a node's connections. Create it
