@@ -1683,7 +1683,11 @@ type SealedPayload struct {
 	File *FileInfo `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
 	// The folder's chunking polynomial, so that a device recovering from a
 	// receiver cuts files where the others do.
-	Polynomial    uint64 `protobuf:"varint,2,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
+	Polynomial uint64 `protobuf:"varint,2,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
+	// Zeros that bring the sealed record to a size class (sync/sealed), so
+	// that its length tells a receiver little of the name's length or of
+	// whether it is a file or a directory. Readers ignore it.
+	Padding       []byte `protobuf:"bytes,3,opt,name=padding,proto3" json:"padding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1730,6 +1734,13 @@ func (x *SealedPayload) GetPolynomial() uint64 {
 		return x.Polynomial
 	}
 	return 0
+}
+
+func (x *SealedPayload) GetPadding() []byte {
+	if x != nil {
+		return x.Padding
+	}
+	return nil
 }
 
 // SealedAck says the sender has processed every SealedIndex of folder it
@@ -2038,12 +2049,13 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x06sealed\x18\x05 \x01(\fR\x06sealed\x12\x16\n" +
 	"\x06chunks\x18\x06 \x03(\fR\x06chunks\x12\x1b\n" +
 	"\tstored_ns\x18\a \x01(\x03R\bstoredNs\x12\x18\n" +
-	"\adeleted\x18\b \x01(\bR\adeleted\"Z\n" +
+	"\adeleted\x18\b \x01(\bR\adeleted\"t\n" +
 	"\rSealedPayload\x12)\n" +
 	"\x04file\x18\x01 \x01(\v2\x15.lockstep.v1.FileInfoR\x04file\x12\x1e\n" +
 	"\n" +
 	"polynomial\x18\x02 \x01(\x04R\n" +
-	"polynomial\"?\n" +
+	"polynomial\x12\x18\n" +
+	"\apadding\x18\x03 \x01(\fR\apadding\"?\n" +
 	"\tSealedAck\x12\x16\n" +
 	"\x06folder\x18\x01 \x01(\tR\x06folder\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\"D\n" +

@@ -54,7 +54,9 @@ var (
 // counter), with the folder's chunking polynomial pol. The result's
 // Sequence is r's; a sender renumbers it as its log needs.
 func Seal(keys *crypt.Keys, folderID string, origin crypt.DeviceID, r *index.Record, pol uint64) (*protocol.SealedRecord, error) {
-	payload, err := proto.Marshal(&protocol.SealedPayload{File: index.ToWire(r), Polynomial: pol})
+	p := &protocol.SealedPayload{File: index.ToWire(r), Polynomial: pol}
+	p.Padding = make([]byte, paddingFor(proto.Size(p)))
+	payload, err := proto.Marshal(p)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +75,50 @@ func Seal(keys *crypt.Keys, folderID string, origin crypt.DeviceID, r *index.Rec
 		}
 	}
 	return sr, nil
+}
+
+// Size classes of sealed records: the inner record (crypt pads it with
+// Padmé, which alone leaves lengths to about 8 bytes for small records)
+// is brought to minRecordClass bytes, or the next power of two up to
+// maxRecordClass, by SealedPayload.padding. Records of files of one chunk,
+// directories, symlinks and deletions with names up to a few hundred
+// bytes then all seal to one length. Above maxRecordClass (records of
+// files of ~70 chunks or more) Padmé's ~12% classes are left as they are.
+const (
+	minRecordClass = 512
+	maxRecordClass = 4096
+)
+
+// paddingFor returns how many padding bytes make a payload of n bytes
+// (without padding) fill its inner record's size class.
+func paddingFor(n int) int {
+	inner := func(p int) int { return 1 + uvarintLen(p) + p }
+	class := minRecordClass
+	for class < inner(n) {
+		class *= 2
+	}
+	for ; class <= maxRecordClass; class *= 2 {
+		// The padding field costs its tag and length too.
+		for k := max(0, class-inner(n)-4); k <= class-inner(n); k++ {
+			size := n
+			if k > 0 {
+				size += 1 + uvarintLen(k) + k
+			}
+			if inner(size) == class {
+				return k
+			}
+		}
+	}
+	return 0
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
 }
 
 // Open opens and checks one sealed record of folderID: it must open under

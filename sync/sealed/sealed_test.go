@@ -102,3 +102,61 @@ func TestSealOpenRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordSizeClasses: records of small files, directories, symlinks and
+// deletions seal to one length whatever their names' lengths, and larger
+// ones to a power of two, so a receiver learns little from a record's
+// length (before, it followed the name to about 8 bytes).
+func TestRecordSizeClasses(t *testing.T) {
+	keys, err := crypt.DeriveKeys(crypt.FolderKey{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealedLen := func(r index.Record) int {
+		t.Helper()
+		sr, err := Seal(keys, "f", crypt.DeviceID{9}, &r, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(keys, "f", sr); err != nil {
+			t.Fatal(err)
+		}
+		return len(sr.Sealed)
+	}
+	data := []byte("hello world")
+	file := index.Record{
+		Type: index.File, Size: int64(len(data)), Mode: 0o640, ModTime: 1700000000123456789,
+		Version: index.Vector{{ID: 3, Value: 7}, {ID: 9, Value: 1}}, Sequence: 42, ModifiedBy: 9,
+		Blocks: []index.Block{{Offset: 0, Size: uint32(len(data)), Hash: chunk.HashOf(data)}},
+	}
+	lens := map[int][]string{}
+	for _, name := range []string{"a", "a/b/c.txt", strings.Repeat("n", 200), "dir/" + strings.Repeat("é", 100)} {
+		f := file
+		f.Name = name
+		d := index.Record{Name: name, Type: index.Dir, Mode: 0o755, Version: file.Version, Sequence: 3}
+		s := index.Record{Name: name, Type: index.Symlink, Target: "../" + name, Version: file.Version, Sequence: 4}
+		del := f
+		del.Deleted, del.Blocks, del.Size = true, nil, 0
+		for kind, r := range map[string]index.Record{"file": f, "dir": d, "symlink": s, "deletion": del} {
+			n := sealedLen(r)
+			lens[n] = append(lens[n], kind+" "+name[:min(len(name), 10)])
+		}
+	}
+	if len(lens) != 1 {
+		t.Fatalf("small records seal to %d lengths: %v", len(lens), lens)
+	}
+	big := file
+	big.Name = "big.bin"
+	for i := range 60 {
+		big.Blocks = append(big.Blocks, index.Block{Offset: int64(i) * 11, Size: 11, Hash: file.Blocks[0].Hash})
+	}
+	big.Blocks = big.Blocks[1:]
+	big.Size = int64(len(big.Blocks)) * 11
+	for i := range big.Blocks {
+		big.Blocks[i].Offset = int64(i) * 11
+	}
+	n := sealedLen(big)
+	if inner := n - (1 + 24 + 16); inner&(inner-1) != 0 {
+		t.Errorf("a record of %d blocks seals to %d bytes: inner %d is not a power of two", len(big.Blocks), n, inner)
+	}
+}

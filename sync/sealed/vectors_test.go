@@ -196,8 +196,17 @@ func checkOpened(t *testing.T, name string, k *crypt.Keys, folder string, sr *pr
 		t.Errorf("%s: Seal makes other clear fields today", name)
 	}
 	wantPayload := &protocol.SealedPayload{File: index.ToWire(&r), Polynomial: p.Polynomial}
-	if payload, err := k.OpenRecord(h, again.Sealed); err != nil || !proto.Equal(openPayload(t, payload), wantPayload) {
-		t.Errorf("%s: Seal makes another payload today (%v)", name, err)
+	payload, err = k.OpenRecord(h, again.Sealed)
+	if err != nil {
+		t.Fatalf("%s: resealed: %v", name, err)
+	}
+	gotPayload := openPayload(t, payload)
+	if bytes.Count(gotPayload.Padding, []byte{0}) != len(gotPayload.Padding) {
+		t.Errorf("%s: padding that is not zeros", name)
+	}
+	gotPayload.Padding = nil // the size class's, checked in TestRecordSizeClasses
+	if !proto.Equal(gotPayload, wantPayload) {
+		t.Errorf("%s: Seal makes another payload today", name)
 	}
 	if back, err := Open(k, folder, again); err != nil || !equalRecords(&back, &r) {
 		t.Errorf("%s: resealed, it opens to %+v (%v)", name, back, err)
