@@ -187,12 +187,13 @@ func TestEnvelope(t *testing.T) {
 	if got, err := req(get, nil, nil); err != nil || !bytes.Equal(got, env2) {
 		t.Fatalf("get = %q, %v", got, err)
 	}
-	// Both generations are in the store.
-	for gen, want := range map[int64][]byte{1: env1, 2: env2} {
-		got, err := getLimited(ctx, n.store, envelopeKey(folderKey(folderID), gen), maxMetaSize)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("generation %d in the store = %q, %v", gen, got, err)
-		}
+	// Only the new generation is in the store: the superseded envelope
+	// would open with the old password.
+	if got, err := getLimited(ctx, n.store, envelopeKey(folderKey(folderID), 2), maxMetaSize); err != nil || !bytes.Equal(got, env2) {
+		t.Fatalf("generation 2 in the store = %q, %v", got, err)
+	}
+	if _, err := getLimited(ctx, n.store, envelopeKey(folderKey(folderID), 1), maxMetaSize); !errors.Is(err, blob.ErrNotExist) {
+		t.Fatalf("the superseded generation 1 is still in the store: %v", err)
 	}
 	// Sizes: the envelope limit n and n+1, and an answer limit below it.
 	direct := func(env []byte, size uint32) ([]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"google.golang.org/protobuf/proto"
+	"strings"
 
 	"lockstep/crypt"
 	"lockstep/storage/blob"
@@ -119,5 +120,30 @@ func (r *Receiver) putEnvelope(ctx context.Context, f *folder, env, previous []b
 		return nil, err
 	}
 	r.log.Info("stored a new folder key envelope", "folder", f.id, "generation", gen)
+	r.dropEnvelopesBefore(ctx, f, gen)
 	return bytes.Clone(env), nil
+}
+
+// dropEnvelopesBefore deletes f's envelopes older than generation gen
+// from the store: a superseded envelope opens with the old password, which
+// a password change is meant to lock out. Failures are logged; a rebuild
+// takes the highest generation anyway.
+func (r *Receiver) dropEnvelopesBefore(ctx context.Context, f *folder, gen int64) {
+	prefix := envelopeKey(f.fk, 0)
+	prefix = prefix[:strings.LastIndexByte(prefix, '/')+1]
+	var old []string
+	err := r.store.List(ctx, prefix, func(info blob.Info) error {
+		if info.Key < envelopeKey(f.fk, gen) {
+			old = append(old, info.Key)
+		}
+		return nil
+	})
+	for _, key := range old {
+		if derr := r.store.Delete(ctx, key); derr != nil && !errors.Is(derr, blob.ErrNotExist) {
+			err = errors.Join(err, derr)
+		}
+	}
+	if err != nil {
+		r.log.Warn("deleting superseded folder key envelopes", "folder", f.id, "err", err)
+	}
 }
