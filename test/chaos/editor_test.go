@@ -132,16 +132,49 @@ func (e *editor) newName() string {
 	return fmt.Sprintf("%sn%02d.txt", dir, e.rng.IntN(16))
 }
 
+// storm is a time when both editors hammer one file.
+type storm struct {
+	from, to time.Time
+	name     string
+}
+
+// storms plans storms over the editing time from start to end: every 3
+// to 5 s, one of 1 to 2 s on a hot file. Both editors get the same plan.
+func storms(rng *rand.Rand, start, end time.Time) []storm {
+	var out []storm
+	for at := start.Add(2 * time.Second); at.Before(end); {
+		d := time.Second + time.Duration(rng.IntN(1000))*time.Millisecond
+		out = append(out, storm{from: at, to: at.Add(d), name: hotNames[rng.IntN(len(hotNames))]})
+		at = at.Add(d + 3*time.Second + time.Duration(rng.IntN(2000))*time.Millisecond)
+	}
+	return out
+}
+
 // run edits until stop is closed, the deadline passes or maxOps
 // operations were tried. Pauses are short and sometimes skipped, so
-// that bursts of edits land in the same second.
-func (e *editor) run(stop <-chan struct{}, deadline time.Time, maxOps int) {
+// that bursts of edits land in the same second; during a storm both
+// editors append to or rewrite one file every few tens of milliseconds,
+// so that each side's pulls keep meeting local changes.
+func (e *editor) run(stop <-chan struct{}, deadline time.Time, maxOps int, plan []storm) {
 	burst, hot := 0, ""
 	for i := 0; i < maxOps && time.Now().Before(deadline); i++ {
 		select {
 		case <-stop:
 			return
 		default:
+		}
+		for len(plan) > 0 && time.Now().After(plan[0].to) {
+			plan = plan[1:]
+		}
+		if len(plan) > 0 && time.Now().After(plan[0].from) {
+			op := "append"
+			if e.rng.IntN(4) == 0 {
+				op = "rewrite"
+			}
+			e.modify(op, plan[0].name)
+			e.log.ops["storm"]++
+			time.Sleep(time.Duration(5+e.rng.IntN(25)) * time.Millisecond)
+			continue
 		}
 		e.step(hot)
 		if burst > 0 {
