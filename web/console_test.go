@@ -71,10 +71,20 @@ func newTestServerEngine(t *testing.T, eng Engine) (*httptest.Server, *db.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ln.Close()
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
+	ts := serveTest(t, s)
 	return ts, database
+}
+
+// serveTest serves s on its own listener, so that requests carry its
+// address in Host, until the test ends.
+func serveTest(t *testing.T, s *Server) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Listener.Close()
+	ts.Listener = s.ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts
 }
 
 // browser is an HTTP client with cookies that does not follow redirects.

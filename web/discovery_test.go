@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,9 +51,7 @@ func TestDiscoveryNearby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ln.Close()
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
+	ts := serveTest(t, s)
 
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/rest/discovery", nil)
 	req.Header.Set("X-API-Key", testKey)

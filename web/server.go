@@ -1,12 +1,15 @@
 // Package web serves a node's REST API (JSON under /rest/), its health and
 // metrics endpoints and its console pages, with Echo.
 //
-// Invariants: every route but /healthz, /login, /setup and /assets/* needs
-// the API key (X-API-Key) or a console session. Before the admin password is
-// set (first run) every console page redirects to /setup, which works only
-// while no password is set. Every console POST carries a CSRF token: the
-// session's, or for /login and /setup a double-submit cookie's; a session's
-// unsafe /rest calls carry it in X-CSRF-Token. Names from the database or
+// Invariants: every request whose Host is not the console's address,
+// localhost or a configured name is refused (421) before any route sees
+// it. Every route but /healthz, /login, /setup and /assets/* needs the API
+// key (X-API-Key) or a console session. Before the admin password is set
+// (first run) every console page redirects to /setup, which works only
+// while no password is set. Every
+// console POST carries a CSRF token: the session's, or for /login and
+// /setup a double-submit cookie's; a session's unsafe /rest calls carry it
+// in X-CSRF-Token. Names from the database or
 // peers reach pages only through html/template escaping. Handlers translate
 // errors into {"error": "..."} with a 4xx code for the caller's mistakes and
 // 5xx for the node's own trouble. The console listens beyond loopback only
@@ -65,7 +68,12 @@ type Config struct {
 	Store string
 	// Home is the node's home directory. A console bound beyond loopback
 	// keeps its HTTPS certificate there (CertFile, KeyFile).
-	Home   string
+	Home string
+	// Hosts are the names, beyond its address and localhost, that the
+	// console answers to (serve --gui-host): NAME, or NAME:PORT for a
+	// port other than the one it listens on. Requests for any other Host
+	// are refused (DNS rebinding).
+	Hosts  []string
 	Logger *slog.Logger
 }
 
@@ -81,6 +89,8 @@ type Server struct {
 	pages   map[string]*template.Template
 	// tls is set when the console serves HTTPS (bound beyond loopback).
 	tls *tls.Config
+	// hosts decides which Host headers the console answers to.
+	hosts hostPolicy
 	// grace is how long Serve lets requests finish when it stops.
 	grace time.Duration
 	// streamsCtx ends every event stream when the server shuts down,
@@ -131,6 +141,7 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.ln = ln
+	s.hosts = newHostPolicy(ln.Addr(), s.tls != nil, cfg.Hosts)
 	e := s.echo
 	e.HideBanner = true
 	e.HidePort = true
@@ -146,7 +157,7 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.srv = &http.Server{
-		Handler:           e,
+		Handler:           s.checkHost(e),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		TLSConfig:         s.tls,
@@ -225,8 +236,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	return err
 }
 
-// Handler exposes the routes for tests.
-func (s *Server) Handler() http.Handler { return s.echo }
+// Handler is what the server answers with: the routes behind the Host
+// check.
+func (s *Server) Handler() http.Handler { return s.srv.Handler }
 
 // errorHandler renders every error as {"error": "..."}. Errors that are not
 // HTTP errors are the node's own trouble: 500, logged.

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -152,9 +151,7 @@ func newSettingsServer(t *testing.T) (string, *settingsEngine, *fakeReceiver, *h
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ln.Close()
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
+	ts := serveTest(t, s)
 	return ts.URL, eng, rcv, setUp(t, ts.URL)
 }
 

@@ -35,6 +35,8 @@ type nodeOptions struct {
 	Name   string   // device name for a new identity
 	Listen []string // sync listen addresses, tcp://HOST:PORT
 	GUI    string   // console/REST address HOST:PORT; empty for none
+	// GUIHosts are names the console answers to beyond its address.
+	GUIHosts []string
 	// FolderRoot is where accepted folder offers go by default (~/Sync).
 	FolderRoot string
 	Store      storeOptions
@@ -155,7 +157,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Events: bus, Discovery: find, Home: opts.Home, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Events: bus, Discovery: find, Home: opts.Home, Hosts: opts.GUIHosts, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}

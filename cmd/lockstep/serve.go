@@ -8,12 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"lockstep/storage/home"
+	"lockstep/web"
 )
 
 func newServe(g *globals) *cobra.Command {
 	var (
 		listen   []string
 		gui      string
+		guiHosts []string
 		noGUI    bool
 		logLevel string
 		name     string
@@ -39,8 +41,13 @@ func newServe(g *globals) *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			slog.SetDefault(log)
+			for _, h := range guiHosts {
+				if err := web.CheckGUIHost(h); err != nil {
+					return usageError(c, err.Error())
+				}
+			}
 			find.LocalDiscovery = !noLocal
-			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, Logger: log, Store: store, Find: find}
+			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, GUIHosts: guiHosts, Logger: log, Store: store, Find: find}
 			if noGUI {
 				opts.GUI = ""
 			}
@@ -49,6 +56,7 @@ func newServe(g *globals) *cobra.Command {
 	}
 	c.Flags().StringArrayVar(&listen, "listen", []string{"tcp://0.0.0.0:22100"}, "sync listen address (repeatable)")
 	c.Flags().StringVar(&gui, "gui", "127.0.0.1:8385", "console and REST address")
+	c.Flags().StringArrayVar(&guiHosts, "gui-host", nil, "a name the console is reached by beyond its address and localhost, NAME or NAME:PORT (repeatable); requests for other names are refused")
 	c.Flags().BoolVar(&noGUI, "no-gui", false, "run without the console and REST API")
 	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	c.Flags().StringVar(&store.S3Endpoint, "s3-endpoint", "", "keep blobs in S3 at HOST:PORT (keys from $"+envS3AccessKey+" and $"+envS3SecretKey+")")
