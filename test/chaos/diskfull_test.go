@@ -83,7 +83,7 @@ func TestChaosReceiverDiskFull(t *testing.T) {
 			}
 		}
 		used, _ := usage(t, blobs)
-		t.Logf("cycle %d: the store is full (%s used, least free seen %s, %s stored)", cycle, mib(used), mib(minFree), mib(stored))
+		t.Logf("cycle %d: the store is full (%s used, least free seen %s)", cycle, mib(used), mib(minFree))
 
 		// The error shows in status.
 		shown := ""

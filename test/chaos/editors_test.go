@@ -66,12 +66,11 @@ func TestChaosTwoEditors(t *testing.T) {
 	defer guard.stop()
 
 	t.Logf("editing for %v (at most %d operations per editor)", editFor, maxOps)
-	stop := make(chan struct{})
 	deadline := time.Now().Add(editFor)
 	plan := storms(rng, time.Now(), deadline)
 	var wg sync.WaitGroup
 	for _, e := range editors {
-		wg.Go(func() { e.run(stop, deadline, maxOps, plan) })
+		wg.Go(func() { e.run(deadline, maxOps, plan) })
 	}
 	wg.Wait()
 	for _, e := range editors {
