@@ -76,7 +76,7 @@ func (c *consoleClient) form(path string) string {
 // TestConsoleRefusesForeignHost: the real daemon refuses every request
 // whose Host is not its address, localhost or a --gui-host name (a DNS
 // rebinding page reaching 127.0.0.1 under its own name), on every kind of
-// route.
+// route, before and after its password is set.
 func TestConsoleRefusesForeignHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -120,6 +120,112 @@ func TestConsoleRefusesForeignHost(t *testing.T) {
 		}
 	}
 	check("before setup")
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("a console password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.cli("console", "password", "--password-file", pw)
+	check("after setup")
+}
+
+// TestConsoleSetupToken: a fresh daemon writes a one-time setup token to
+// its home (mode 0600) and says where in its log, without the token;
+// /setup refuses the password without it and takes it with it, and the
+// token is gone then.
+func TestConsoleSetupToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	n := startNode(t, "a")
+	path := filepath.Join(n.home, "setup-token")
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("no setup token: %v\n%s", err, n.log.String())
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("setup-token mode %v, want 0600", fi.Mode().Perm())
+	}
+	b, _ := os.ReadFile(path)
+	token := strings.TrimSpace(string(b))
+	if !strings.Contains(n.log.String(), path) {
+		t.Errorf("the log does not say where the setup token is:\n%s", n.log.String())
+	}
+	if token == "" || strings.Contains(n.log.String(), token) {
+		t.Errorf("the setup token %q is empty or in the log", token)
+	}
+	c := newConsoleClient(t, n.GUI, "")
+	for _, tok := range []string{"", "not the token"} {
+		csrf := c.form("/setup")
+		code, _, _ := c.do("POST", "/setup", "", url.Values{"csrf": {csrf}, "token": {tok}, "password": {consolePassword}, "confirm": {consolePassword}})
+		if code != http.StatusForbidden {
+			t.Errorf("setup with token %q: %d, want 403", tok, code)
+		}
+	}
+	csrf := c.form("/setup")
+	code, loc, body := c.do("POST", "/setup", "", url.Values{"csrf": {csrf}, "token": {token}, "password": {consolePassword}, "confirm": {consolePassword}})
+	if code != http.StatusSeeOther || loc != "/" {
+		t.Fatalf("setup with the token: %d to %q: %s", code, loc, body)
+	}
+	if _, body := getPage(t, c, "/"); !strings.Contains(body, n.ID) {
+		t.Errorf("the dashboard after setup does not show the device ID:\n%s", body)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("setup-token still there after setup: %v", err)
+	}
+}
+
+// TestConsolePasswordCLI: `lockstep console password` sets the password
+// of a headless node over REST; the console login takes it then. A short
+// password is refused with one line.
+func TestConsolePasswordCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	n := startNode(t, "a")
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("short\n"), 0o600)
+	if r := run(t, n.home, "console", "password", "--password-file", short); r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "8 to 72") {
+		t.Errorf("a short password: exit %d, stderr %q", r.code, r.stderr)
+	}
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte(consolePassword+"\n"), 0o600)
+	n.cli("console", "password", "--password-file", pw)
+	if strings.Contains(n.log.String(), consolePassword) {
+		t.Error("the password is in the log")
+	}
+	if _, err := os.Stat(filepath.Join(n.home, "setup-token")); !os.IsNotExist(err) {
+		t.Errorf("setup-token still there once the password is set: %v", err)
+	}
+
+	c := newConsoleClient(t, n.GUI, "")
+	if code, loc, _ := c.do("GET", "/", "", nil); code != http.StatusSeeOther || loc != "/login" {
+		t.Fatalf("the console before login: %d to %q, want the login page", code, loc)
+	}
+	csrf := c.form("/login")
+	if code, _, _ := c.do("POST", "/login", "", url.Values{"csrf": {csrf}, "password": {"not it"}}); code != http.StatusUnauthorized {
+		t.Errorf("a wrong password: %d, want 401", code)
+	}
+	csrf = c.form("/login")
+	if code, loc, _ := c.do("POST", "/login", "", url.Values{"csrf": {csrf}, "password": {consolePassword}}); code != http.StatusSeeOther || loc != "/" {
+		t.Fatalf("login with the password set by the CLI: %d to %q", code, loc)
+	}
+	if _, body := getPage(t, c, "/"); !strings.Contains(body, n.ID) {
+		t.Errorf("the dashboard does not show the device ID:\n%s", body)
+	}
+
+	// Setting it again replaces it (a forgotten password) and ends the
+	// sessions logged in with the old one.
+	pw2 := filepath.Join(dir, "pw2")
+	os.WriteFile(pw2, []byte("another console password\n"), 0o600)
+	n.cli("console", "password", "--password-file", pw2)
+	if code, loc, _ := c.do("GET", "/", "", nil); code != http.StatusSeeOther || loc != "/login" {
+		t.Errorf("the old session after the password changed: %d to %q, want the login page", code, loc)
+	}
+	csrf = c.form("/login")
+	if code, _, _ := c.do("POST", "/login", "", url.Values{"csrf": {csrf}, "password": {"another console password"}}); code != http.StatusSeeOther {
+		t.Errorf("login with the new password: %d", code)
+	}
 }
 
 // getPage GETs a console page and fails unless it answers 200.

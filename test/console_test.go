@@ -227,11 +227,17 @@ func (c *console) setUp() {
 	if loc := get(c, "location", chromedp.Location()); !strings.HasSuffix(loc, "/setup") {
 		c.t.Fatalf("first visit landed on %s, want /setup", loc)
 	}
-	c.submit("setting mismatched passwords", map[string]string{"#password": consolePassword, "#confirm": consolePassword + "!"}, "#setup", "#error")
+	// The first run asks for the setup token the node wrote to its home.
+	b, err := os.ReadFile(filepath.Join(c.n.home, "setup-token"))
+	if err != nil {
+		c.t.Fatalf("reading the setup token: %v", err)
+	}
+	token := strings.TrimSpace(string(b))
+	c.submit("setting mismatched passwords", map[string]string{"#token": token, "#password": consolePassword, "#confirm": consolePassword + "!"}, "#setup", "#error")
 	if got := c.text("#error"); !strings.Contains(got, "do not match") {
 		c.t.Fatalf("mismatched passwords: page says %q", got)
 	}
-	c.submit("setting the password", map[string]string{"#password": consolePassword, "#confirm": consolePassword}, "#setup", "#device-id")
+	c.submit("setting the password", map[string]string{"#token": token, "#password": consolePassword, "#confirm": consolePassword}, "#setup", "#device-id")
 	if got := c.text("#device-id"); got != c.n.ID {
 		c.t.Fatalf("dashboard shows device ID %q, want %q", got, c.n.ID)
 	}

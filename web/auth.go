@@ -122,6 +122,13 @@ func (ss *sessions) takeFlash(id string) string {
 	return msg
 }
 
+// removeAll ends every session: the password changed.
+func (ss *sessions) removeAll() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	clear(ss.byID)
+}
+
 func (ss *sessions) remove(id string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

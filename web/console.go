@@ -1,7 +1,6 @@
 package web
 
 import (
-	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
@@ -30,6 +29,11 @@ const contentSecurityPolicy = "default-src 'self'; img-src 'self'; script-src 's
 const (
 	ctxSessionID = "console.sid"
 	ctxSession   = "console.session"
+	// ctxAuthBy says how a /rest request was authenticated: authByKey
+	// or authBySession.
+	ctxAuthBy     = "console.authBy"
+	authByKey     = "apikey"
+	authBySession = "session"
 )
 
 // consoleRoutes adds the login pages, the console pages and the assets.
@@ -101,14 +105,15 @@ func (s *Server) sessionFrom(c echo.Context) (string, session, bool) {
 // whose unsafe requests carry its CSRF token in X-CSRF-Token.
 func (s *Server) requireAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		key := c.Request().Header.Get("X-API-Key")
-		if key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1 {
+		if s.keyMatches(c.Request().Header.Get("X-API-Key")) {
+			c.Set(ctxAuthBy, authByKey)
 			return next(c)
 		}
 		if _, sess, ok := s.sessionFrom(c); ok {
 			if !safeMethod(c.Request().Method) && !tokensEqual(c.Request().Header.Get("X-CSRF-Token"), sess.csrf) {
 				return echo.NewHTTPError(http.StatusForbidden, "missing or wrong CSRF token")
 			}
+			c.Set(ctxAuthBy, authBySession)
 			return next(c)
 		}
 		return echo.NewHTTPError(http.StatusUnauthorized, "authentication required")
@@ -176,6 +181,9 @@ func (s *Server) startSession(c echo.Context) error {
 type authPage struct {
 	CSRF  string
 	Error string
+	// Token refills the setup token field after a mistake elsewhere in
+	// the form.
+	Token string
 }
 
 func (s *Server) getSetup(c echo.Context) error {
@@ -189,7 +197,9 @@ func (s *Server) getSetup(c echo.Context) error {
 	return s.render(c, http.StatusOK, "setup.html", authPage{CSRF: s.preToken(c)})
 }
 
-// postSetup sets the admin password; it works only while none is set.
+// postSetup sets the admin password; it works only while none is set,
+// and only with the setup token (or the API key). Wrong tokens count as
+// wrong passwords for the login rate limit.
 func (s *Server) postSetup(c echo.Context) error {
 	if err := s.checkPreToken(c); err != nil {
 		return err
@@ -203,20 +213,26 @@ func (s *Server) postSetup(c echo.Context) error {
 	if hash != "" {
 		return echo.NewHTTPError(http.StatusForbidden, ErrPasswordSet.Error())
 	}
+	client := clientHost(c.Request())
+	if !s.sessions.allowLogin(client) {
+		c.Response().Header().Set("Retry-After", fmt.Sprint(int(loginWindow/time.Second)))
+		return s.render(c, http.StatusTooManyRequests, "setup.html", authPage{CSRF: s.preToken(c), Error: ErrTooManyAttempts.Error()})
+	}
+	if !s.setupTokenOK(c.FormValue("token")) {
+		s.sessions.failLogin(client)
+		s.cfg.Logger.Warn("console setup refused: wrong setup token", "client", client)
+		return s.render(c, http.StatusForbidden, "setup.html", authPage{CSRF: s.preToken(c), Error: ErrSetupToken.Error()})
+	}
 	pw := c.FormValue("password")
 	if pw != c.FormValue("confirm") {
-		return s.render(c, http.StatusBadRequest, "setup.html", authPage{CSRF: s.preToken(c), Error: ErrPasswordMatch.Error()})
+		return s.render(c, http.StatusBadRequest, "setup.html", authPage{CSRF: s.preToken(c), Error: ErrPasswordMatch.Error(), Token: c.FormValue("token")})
 	}
-	h, err := hashPassword(pw)
+	err = s.setPassword(c.Request().Context(), pw)
 	if errors.Is(err, ErrPasswordLength) {
-		return s.render(c, http.StatusBadRequest, "setup.html", authPage{CSRF: s.preToken(c), Error: err.Error()})
+		return s.render(c, http.StatusBadRequest, "setup.html", authPage{CSRF: s.preToken(c), Error: err.Error(), Token: c.FormValue("token")})
 	} else if err != nil {
 		return err
 	}
-	if err := s.cfg.DB.SetSetting(c.Request().Context(), passwordSetting, h); err != nil {
-		return err
-	}
-	s.cfg.Logger.Info("console admin password set")
 	return s.startSession(c)
 }
 

@@ -133,7 +133,7 @@ func setUp(t *testing.T, base string) *http.Client {
 	t.Helper()
 	c := browser(t)
 	tok := formToken(t, c, base, "/setup")
-	resp := post(t, c, base+"/setup", url.Values{"csrf": {tok}, "password": {testPassword}, "confirm": {testPassword}})
+	resp := post(t, c, base+"/setup", url.Values{"csrf": {tok}, "token": {testKey}, "password": {testPassword}, "confirm": {testPassword}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
 		t.Fatalf("setup: %s to %q", resp.Status, resp.Header.Get("Location"))
 	}
@@ -188,7 +188,7 @@ func TestSetupPasswordLength(t *testing.T) {
 	for _, n := range []int{minPassword - 1, maxPassword + 1} {
 		pw := strings.Repeat("p", n)
 		tok := formToken(t, c, ts.URL, "/setup")
-		if resp := post(t, c, ts.URL+"/setup", url.Values{"csrf": {tok}, "password": {pw}, "confirm": {pw}}); resp.StatusCode != http.StatusBadRequest {
+		if resp := post(t, c, ts.URL+"/setup", url.Values{"csrf": {tok}, "token": {testKey}, "password": {pw}, "confirm": {pw}}); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("setup with %d bytes: %s, want 400", n, resp.Status)
 		}
 	}
@@ -197,11 +197,11 @@ func TestSetupPasswordLength(t *testing.T) {
 	}
 	tok := formToken(t, c, ts.URL, "/setup")
 	pw := strings.Repeat("p", minPassword)
-	if resp := post(t, c, ts.URL+"/setup", url.Values{"csrf": {tok}, "password": {pw}, "confirm": {pw + "x"}}); resp.StatusCode != http.StatusBadRequest {
+	if resp := post(t, c, ts.URL+"/setup", url.Values{"csrf": {tok}, "token": {testKey}, "password": {pw}, "confirm": {pw + "x"}}); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("setup with different passwords: %s, want 400", resp.Status)
 	}
 	tok = formToken(t, c, ts.URL, "/setup")
-	if resp := post(t, c, ts.URL+"/setup", url.Values{"csrf": {tok}, "password": {pw}, "confirm": {pw}}); resp.StatusCode != http.StatusSeeOther {
+	if resp := post(t, c, ts.URL+"/setup", url.Values{"csrf": {tok}, "token": {testKey}, "password": {pw}, "confirm": {pw}}); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("setup with %d bytes: %s, want 303", minPassword, resp.Status)
 	}
 }

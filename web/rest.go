@@ -22,6 +22,7 @@ func (s *Server) restRoutes(r *echo.Group) {
 	r.POST("/pending/accept", s.postAccept)
 	r.GET("/discovery", s.getDiscovery)
 	r.GET("/events", s.getEvents)
+	r.PUT("/console/password", s.putConsolePassword)
 	s.folderRoutes(r)
 	s.manageRESTRoutes(r)
 }

@@ -6,7 +6,8 @@
 // it. Every route but /healthz, /login, /setup and /assets/* needs the API
 // key (X-API-Key) or a console session. Before the admin password is set
 // (first run) every console page redirects to /setup, which works only
-// while no password is set. Every
+// while no password is set and only with the one-time setup token kept in
+// the home (or the API key): proof of access to this machine. Every
 // console POST carries a CSRF token: the session's, or for /login and
 // /setup a double-submit cookie's; a session's unsafe /rest calls carry it
 // in X-CSRF-Token. Names from the database or
@@ -67,7 +68,9 @@ type Config struct {
 	// Store describes the node's blob store, e.g. "local:/path".
 	Store string
 	// Home is the node's home directory. A console bound beyond loopback
-	// keeps its HTTPS certificate there (CertFile, KeyFile).
+	// keeps its HTTPS certificate there (CertFile, KeyFile); before the
+	// admin password is set, the first run's setup token is there
+	// (SetupTokenFile).
 	Home string
 	// Hosts are the names, beyond its address and localhost, that the
 	// console answers to (serve --gui-host): NAME, or NAME:PORT for a
@@ -91,6 +94,9 @@ type Server struct {
 	tls *tls.Config
 	// hosts decides which Host headers the console answers to.
 	hosts hostPolicy
+	// setupToken is the first run's one-time token, "" once the admin
+	// password is set; setupMu guards it.
+	setupToken string
 	// grace is how long Serve lets requests finish when it stops.
 	grace time.Duration
 	// streamsCtx ends every event stream when the server shuts down,
@@ -142,6 +148,10 @@ func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	}
 	s.ln = ln
 	s.hosts = newHostPolicy(ln.Addr(), s.tls != nil, cfg.Hosts)
+	if err := s.prepareSetup(ctx); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	e := s.echo
 	e.HideBanner = true
 	e.HidePort = true

@@ -41,7 +41,7 @@ const (
 var (
 	// ErrNeedsPassword: the console is to listen beyond loopback before
 	// the admin password is set.
-	ErrNeedsPassword = errors.New("the console listens beyond loopback only once its admin password is set: set it first through the console on loopback (serve --gui 127.0.0.1:PORT)")
+	ErrNeedsPassword = errors.New("the console listens beyond loopback only once its admin password is set: set it first with the console on loopback (serve --gui 127.0.0.1:PORT), through its page or 'lockstep console password --password-file F'")
 	// ErrNoHome: a non-loopback console needs the home for its certificate.
 	ErrNoHome = errors.New("the console needs the home directory to keep its HTTPS certificate")
 	// ErrCertMismatch: the server showed a certificate other than the

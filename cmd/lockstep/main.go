@@ -64,6 +64,7 @@ func newRoot() *cobra.Command {
 		newDevice(g), newPending(g), newStatus(g),
 		newFolder(g), newScan(g), newRecover(g),
 		newVersions(g), newRestore(g), newPrune(g),
+		newConsole(g),
 	)
 	return root
 }

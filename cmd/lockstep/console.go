@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"lockstep/web"
+)
+
+func newConsole(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "console", Short: "Manage the web console"}
+	var passwordFile string
+	password := &cobra.Command{
+		Use:   "password",
+		Short: "Set the console's admin password (first run, or a forgotten one)",
+		Long: "Set the console's admin password from the first line of a file, through the daemon's REST API\n" +
+			"with the API key: a headless node never needs the first-run page. Every console session ends.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if passwordFile == "" {
+				return usageError(c, "--password-file is required")
+			}
+			pw, err := readPassword(passwordFile)
+			if err != nil {
+				return err
+			}
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Do(c.Context(), http.MethodPut, "/rest/console/password", web.ConsolePassword{Password: pw}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), "console password set")
+			return nil
+		},
+	}
+	password.Flags().StringVar(&passwordFile, "password-file", "", "file whose first line is the new password (8 to 72 bytes)")
+	c.AddCommand(password)
+	return c
+}
