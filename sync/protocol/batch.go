@@ -15,9 +15,10 @@ const filesField = 2
 
 // BatchFiles splits files, in order, into consecutive batches whose
 // encoding as the files field of an Index or IndexUpdate takes at most
-// maxBytes each (MaxBatchSize when maxBytes <= 0). The folder name adds a
-// few bytes more. A single FileInfo larger than maxBytes is a batch of its
-// own. The batches share files' backing array; BatchFiles returns nil for
+// maxBytes each (MaxBatchSize when maxBytes <= 0), and which hold at most
+// MaxIndexFiles files and MaxElements elements each. The folder name adds
+// a few bytes more. A single FileInfo larger than maxBytes (or of more
+// than MaxElements elements) is a batch of its own. The batches share files' backing array; BatchFiles returns nil for
 // no files. A full index is sent as an Index of the first batch followed by
 // an IndexUpdate per further batch.
 func BatchFiles(files []*FileInfo, maxBytes int) [][]*FileInfo {
@@ -25,14 +26,15 @@ func BatchFiles(files []*FileInfo, maxBytes int) [][]*FileInfo {
 		maxBytes = MaxBatchSize
 	}
 	var batches [][]*FileInfo
-	start, size := 0, 0
+	start, size, elems := 0, 0, 0
 	for i, f := range files {
-		n := fileFieldSize(f)
-		if i > start && size+n > maxBytes {
+		n, e := fileFieldSize(f), fileElements(f)
+		if i > start && (size+n > maxBytes || elems+e > MaxElements || i-start == MaxIndexFiles) {
 			batches = append(batches, files[start:i:i])
-			start, size = i, 0
+			start, size, elems = i, 0, 0
 		}
 		size += n
+		elems += e
 	}
 	if start < len(files) {
 		batches = append(batches, files[start:len(files):len(files)])

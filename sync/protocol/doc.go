@@ -9,6 +9,13 @@
 //     MaxFrameSize. Anything else read from a peer is an error wrapping
 //     ErrMalformed, and the connection ends. No input makes the reader
 //     panic, and a frame's buffer grows only as its bytes arrive.
+//   - A body is counted before it is decoded: an Index or IndexUpdate of
+//     more than MaxIndexFiles files, a SealedIndex of more than
+//     MaxSealedRecords records, or a body of more elements (messages at any
+//     depth, repeated fields' elements) than MaxElements (Index,
+//     IndexUpdate, SealedIndex) or MaxOtherElements (the rest) is
+//     malformed, so decoding one frame holds at most about 200 MiB.
+//     BatchFiles cuts batches within these limits.
 //   - Nothing is sent that the receiver would reject: WriteMessage checks
 //     messages against the same rules before writing.
 //   - A Conn hands ClusterConfig, Index, IndexUpdate and the optional

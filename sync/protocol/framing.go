@@ -128,6 +128,12 @@ func readMessage(r io.Reader, maxLen int) (proto.Message, error) {
 			return nil, fmt.Errorf("%w: decompressing %v body: %w", ErrMalformed, typ.name(), err)
 		}
 	}
+	// Counted before decoding: decoded, a body of tiny records costs many
+	// times its size.
+	if err := checkElements(typ, msg, body); err != nil {
+		putBuf(body)
+		return nil, fmt.Errorf("%w: %v: %w", ErrMalformed, typ.name(), err)
+	}
 	// Unmarshal copies what it keeps, so the body can be recycled.
 	err = proto.Unmarshal(body, msg)
 	putBuf(body)
@@ -194,6 +200,9 @@ func appendFrame(dst []byte, msg proto.Message) ([]byte, error) {
 	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, msg)
 	if err != nil {
 		return dst[:start], fmt.Errorf("encoding %v: %w", typ.name(), err)
+	}
+	if err := checkElements(typ, msg, dst[bodyStart:]); err != nil {
+		return dst[:start], fmt.Errorf("%w: %v: %w", ErrMalformed, typ.name(), err)
 	}
 	if compressible(typ) && len(dst)-bodyStart > compressMin {
 		body := dst[bodyStart:]

@@ -15,6 +15,13 @@
 // the connection, and nothing else. Other rules stated below are checked by
 // the part of the program that uses the field.
 //
+// Elements. The body of an Index, IndexUpdate or SealedIndex holds at most
+// 2^21 elements, that of any other frame at most 2^18, where an element is
+// a message at any depth (a file, its version vector, each counter, each
+// block) or an element of a repeated field; checked on receipt, before the
+// body is decoded, since a few bytes on the wire may cost a hundred in
+// memory.
+//
 // Session. Right after the TLS handshake each side sends a Hello frame and
 // reads the peer's; a side whose peer speaks another protocol_version closes
 // the connection. Then each side sends its ClusterConfig, then an Index per
@@ -695,7 +702,8 @@ func (x *FolderDevice) GetEncrypted() bool {
 
 // Index is the sender's full index of one folder. It replaces whatever the
 // receiver held from the sender for that folder. A large index is sent as
-// one Index followed by IndexUpdates, each frame at most about 4 MiB.
+// one Index followed by IndexUpdates, each frame at most about 4 MiB. One
+// message holds at most 2^18 files (checked on receipt).
 type Index struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The folder ID.
@@ -1426,7 +1434,8 @@ func (x *Close) GetReason() string {
 // receiver announced for it in ClusterConfig. A receiver sends each device
 // sharing the folder its record log (records of every origin, in log
 // order), starting after the max_sequence that device announced for the
-// receiver. At most about 4 MiB per message. The side that gets a
+// receiver. At most about 4 MiB per message, and at most 2^16 records
+// (checked on receipt). The side that gets a
 // SealedIndex answers it with a SealedAck once it has processed it (stored,
 // or skipped what it could not use); a sender keeps only a few messages
 // unacknowledged, so a receiver that must fetch chunks for the records is
