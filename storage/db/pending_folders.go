@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// MaxPendingFoldersPerDevice bounds the offers kept per device (an
+// untrusted receiver's among them): beyond it the device's oldest offer
+// makes way.
+const MaxPendingFoldersPerDevice = 100
+
 // PendingFolder is a folder a known device offered that this node does not
 // have.
 type PendingFolder struct {
@@ -21,7 +26,9 @@ type PendingFolder struct {
 
 // AddPendingFolder records that a known device offers a folder. For an
 // offer already recorded it keeps first_seen and updates the label. A zero
-// FirstSeen means now. An unknown device fails with ErrConstraint.
+// FirstSeen means now. An unknown device fails with ErrConstraint. At most
+// MaxPendingFoldersPerDevice offers are kept per device: its oldest (by
+// first_seen, then folder ID) go in the same transaction.
 func (db *DB) AddPendingFolder(ctx context.Context, p PendingFolder) error {
 	if p.FolderID == "" {
 		return fmt.Errorf("adding pending folder: %w: empty folder ID", ErrConstraint)
@@ -39,6 +46,14 @@ func (db *DB) AddPendingFolder(ctx context.Context, p PendingFolder) error {
 			VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (device_id, folder_id) DO UPDATE SET label = excluded.label, encrypted = excluded.encrypted`,
 			p.DeviceID, p.FolderID, p.Label, nanos(first), boolInt(p.Encrypted))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `
+			DELETE FROM pending_folders WHERE device_id = ? AND folder_id IN (
+				SELECT folder_id FROM pending_folders WHERE device_id = ?
+				ORDER BY first_seen DESC, folder_id DESC LIMIT -1 OFFSET ?)`,
+			p.DeviceID, p.DeviceID, MaxPendingFoldersPerDevice)
 		return err
 	})
 	if err != nil {
