@@ -96,14 +96,22 @@ type DeviceStatus struct {
 	Connection string     `json:"connection,omitempty"`
 	Untrusted  bool       `json:"untrusted"`
 	LastSeen   *time.Time `json:"lastSeen,omitempty"`
+	// WasUntrusted: this node held the device as untrusted at some time;
+	// it becomes trusted only with a confirmation.
+	WasUntrusted bool `json:"wasUntrusted,omitempty"`
+	// TrustChangedAt is when the device's trust last changed.
+	TrustChangedAt *time.Time `json:"trustChangedAt,omitempty"`
 }
 
-// AddDevice is the body of POST /rest/devices.
+// AddDevice is the body of POST /rest/devices. Untrusted or Trusted set
+// a new device's trust (trusted when neither is set); a known device
+// keeps its own, and one that contradicts it is refused (409).
 type AddDevice struct {
 	ID        string   `json:"id"`
 	Name      string   `json:"name"`
 	Addresses []string `json:"addresses"`
 	Untrusted bool     `json:"untrusted"`
+	Trusted   bool     `json:"trusted,omitempty"`
 }
 
 // Pending is GET /rest/pending.

@@ -33,6 +33,8 @@ func (s *Server) managePageRoutes(g *echo.Group) {
 	g.POST("/pending/ignore", s.postIgnoreForm)
 	g.GET("/devices/:id/remove", s.getRemoveDevicePage)
 	g.POST("/devices/:id/remove", s.postRemoveDeviceForm)
+	g.GET("/devices/:id/trust", s.getTrustPage)
+	g.POST("/devices/:id/trust", s.postTrustForm)
 	g.POST("/folders/:id/edit", s.postEditFolderForm)
 	g.GET("/folders/:id/remove", s.getRemoveFolderPage)
 	g.POST("/folders/:id/remove", s.postRemoveFolderForm)
@@ -148,7 +150,8 @@ func (s *Server) postIgnoreForm(c echo.Context) error {
 	return s.formResult(c, c.FormValue("back"), "Ignored.", s.callREST(c, s.postIgnore, req))
 }
 
-// confirmPage asks before something is removed.
+// confirmPage asks before something is removed or a device's trust
+// changes.
 type confirmPage struct {
 	page
 	// Question and Note say what goes and what stays.
@@ -157,6 +160,13 @@ type confirmPage struct {
 	Action   string
 	Button   string
 	Back     string
+	// Fields are posted with the confirmation.
+	Fields []formField
+}
+
+// formField is a hidden field of a form.
+type formField struct {
+	Name, Value string
 }
 
 // consoleDevice returns the known device named by the request's :id.

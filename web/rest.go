@@ -18,6 +18,7 @@ func (s *Server) restRoutes(r *echo.Group) {
 	r.GET("/devices", s.getDevices)
 	r.POST("/devices", s.postDevice)
 	r.DELETE("/devices/:id", s.deleteDevice)
+	r.PUT("/devices/:id/trust", s.putDeviceTrust)
 	r.GET("/pending", s.getPending)
 	r.POST("/pending/accept", s.postAccept)
 	r.GET("/discovery", s.getDiscovery)
@@ -51,20 +52,35 @@ func (s *Server) deviceStatus(c echo.Context) ([]DeviceStatus, error) {
 	}
 	out := make([]DeviceStatus, 0, len(devs))
 	for _, d := range devs {
-		ds := DeviceStatus{ID: d.ID, Name: d.Name, Addresses: d.Addresses, Untrusted: d.Untrusted}
-		if ds.Addresses == nil {
-			ds.Addresses = []string{}
-		}
-		if ci, ok := live[d.ID]; ok {
-			ds.Connected, ds.Address, ds.Connection = true, ci.Addr, ci.Type
-		}
-		if !d.LastSeen.IsZero() {
-			t := d.LastSeen
-			ds.LastSeen = &t
-		}
-		out = append(out, ds)
+		out = append(out, deviceStatus(d, live))
 	}
 	return out, nil
+}
+
+// deviceStatusOf is the status of one known device.
+func (s *Server) deviceStatusOf(d db.Device) DeviceStatus {
+	live := map[string]connections.Info{}
+	for _, ci := range s.cfg.Conns.Connections() {
+		live[ci.ID.String()] = ci
+	}
+	return deviceStatus(d, live)
+}
+
+// deviceStatus is d's status, connected when live (by device ID) has it.
+func deviceStatus(d db.Device, live map[string]connections.Info) DeviceStatus {
+	ds := DeviceStatus{ID: d.ID, Name: d.Name, Addresses: nonNil(d.Addresses), Untrusted: d.Untrusted, WasUntrusted: d.WasUntrusted}
+	if ci, ok := live[d.ID]; ok {
+		ds.Connected, ds.Address, ds.Connection = true, ci.Addr, ci.Type
+	}
+	if !d.LastSeen.IsZero() {
+		t := d.LastSeen
+		ds.LastSeen = &t
+	}
+	if !d.TrustChangedAt.IsZero() {
+		t := d.TrustChangedAt
+		ds.TrustChangedAt = &t
+	}
+	return ds
 }
 
 func (s *Server) getDevices(c echo.Context) error {
@@ -96,9 +112,18 @@ func (s *Server) postDevice(c echo.Context) error {
 			return badRequest(err.Error())
 		}
 	}
+	if req.Untrusted && req.Trusted {
+		return badRequest("a device is either trusted or untrusted, not both")
+	}
 	d := db.Device{ID: id.String(), Name: req.Name, Addresses: req.Addresses, Untrusted: req.Untrusted}
 	if old, err := s.cfg.DB.Device(ctx, d.ID); err == nil {
-		// Re-adding updates the device; keep what the request leaves out.
+		// Re-adding updates the device's name and addresses; keep what
+		// the request leaves out, and its trust, which changes only by
+		// PUT /rest/devices/{id}/trust.
+		if req.Untrusted && !old.Untrusted || req.Trusted && old.Untrusted {
+			return trustConflict(old)
+		}
+		d.Untrusted = old.Untrusted
 		if d.Name == "" {
 			d.Name = old.Name
 		}
@@ -109,6 +134,15 @@ func (s *Server) postDevice(c echo.Context) error {
 		return err
 	}
 	if err := s.cfg.DB.PutDevice(ctx, d); err != nil {
+		if errors.Is(err, db.ErrWasUntrusted) {
+			return wasUntrustedConflict(d.ID)
+		}
+		if errors.Is(err, db.ErrTrustChange) {
+			// Its trust changed since it was read: say what it is now.
+			if cur, err := s.cfg.DB.Device(ctx, d.ID); err == nil {
+				return trustConflict(cur)
+			}
+		}
 		return err
 	}
 	// A device the user added is no longer pending.
@@ -116,7 +150,11 @@ func (s *Server) postDevice(c echo.Context) error {
 		return err
 	}
 	s.cfg.Conns.Reload()
-	return c.JSON(http.StatusOK, DeviceStatus{ID: d.ID, Name: d.Name, Addresses: nonNil(d.Addresses), Untrusted: d.Untrusted})
+	added, err := s.cfg.DB.Device(ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.deviceStatusOf(added))
 }
 
 func (s *Server) deleteDevice(c echo.Context) error {
@@ -169,6 +207,9 @@ func (s *Server) postAccept(c echo.Context) error {
 		}
 		d := db.Device{ID: pend.ID, Name: pend.Name, Addresses: []string{"dynamic"}, AddedAt: time.Now()}
 		if err := s.cfg.DB.PutDevice(ctx, d); err != nil {
+			if errors.Is(err, db.ErrWasUntrusted) {
+				return wasUntrustedConflict(d.ID)
+			}
 			return err
 		}
 		if err := s.cfg.DB.RemovePendingDevice(ctx, d.ID); err != nil && !errors.Is(err, db.ErrNotFound) {

@@ -19,19 +19,24 @@ func newDevice(g *globals) *cobra.Command {
 		name      string
 		addresses []string
 		untrusted bool
+		trusted   bool
+		yes       bool
 		asJSON    bool
 	)
 	add := &cobra.Command{
 		Use:   "add ID",
-		Short: "Add or update a device",
+		Short: "Add a device, or update a known one's name and addresses (its trust stays: see 'device set')",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if trusted && untrusted {
+				return usageError(c, "give --trusted or --untrusted, not both")
+			}
 			cl, err := g.client()
 			if err != nil {
 				return err
 			}
 			var out web.DeviceStatus
-			req := web.AddDevice{ID: args[0], Name: name, Addresses: addresses, Untrusted: untrusted}
+			req := web.AddDevice{ID: args[0], Name: name, Addresses: addresses, Untrusted: untrusted, Trusted: trusted}
 			if err := cl.Do(c.Context(), http.MethodPost, "/rest/devices", req, &out); err != nil {
 				return err
 			}
@@ -42,6 +47,34 @@ func newDevice(g *globals) *cobra.Command {
 	add.Flags().StringVar(&name, "name", "", "a name for the device")
 	add.Flags().StringArrayVar(&addresses, "address", nil, "tcp://HOST:PORT to dial (repeatable; default dynamic)")
 	add.Flags().BoolVar(&untrusted, "untrusted", false, "the device is an untrusted receiver: it gets only encrypted data")
+	add.Flags().BoolVar(&trusted, "trusted", false, "the device is trusted (the default for a new device): it gets plaintext")
+
+	set := &cobra.Command{
+		Use:   "set ID --trusted|--untrusted",
+		Short: "Change a known device's trust",
+		Long: "Make a known device trusted (it gets the plaintext of the folders shared with it) or\n" +
+			"untrusted (it gets only encrypted data). A device that was ever untrusted on this node\n" +
+			"becomes trusted only with --yes.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if trusted == untrusted {
+				return usageError(c, "give one of --trusted or --untrusted")
+			}
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			var out web.TrustChanged
+			req := web.SetTrust{Untrusted: &untrusted, Confirm: yes}
+			if err := cl.Do(c.Context(), http.MethodPut, "/rest/devices/"+pathEscape(args[0])+"/trust", req, &out); err != nil {
+				return err
+			}
+			return reportTrust(c, out)
+		},
+	}
+	set.Flags().BoolVar(&trusted, "trusted", false, "make the device trusted: it gets plaintext")
+	set.Flags().BoolVar(&untrusted, "untrusted", false, "make the device an untrusted receiver: it gets only encrypted data")
+	set.Flags().BoolVar(&yes, "yes", false, "confirm that a device that was untrusted may get plaintext")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -122,8 +155,33 @@ func newDevice(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(add, list, nearby, remove)
+	c.AddCommand(add, set, list, nearby, remove)
 	return c
+}
+
+// reportTrust says what a trust change did, with a warning on stderr of
+// what it means for the folders shared with the device.
+func reportTrust(c *cobra.Command, out web.TrustChanged) error {
+	d := out.Device
+	trust := "trusted"
+	if d.Untrusted {
+		trust = "untrusted"
+	}
+	if !out.Changed {
+		fmt.Fprintf(c.OutOrStdout(), "device %s is %s already\n", d.ID, trust)
+		return nil
+	}
+	folders := "none yet"
+	if len(out.Folders) > 0 {
+		folders = strings.Join(out.Folders, ", ")
+	}
+	if d.Untrusted {
+		fmt.Fprintf(c.ErrOrStderr(), "note: device %s now gets only encrypted data; share its folders (%s) again with --password-file to back them up there\n", d.ID, folders)
+	} else {
+		fmt.Fprintf(c.ErrOrStderr(), "warning: device %s now gets the plaintext of every folder shared with it (%s)\n", d.ID, folders)
+	}
+	fmt.Fprintf(c.OutOrStdout(), "device %s is now %s\n", d.ID, trust)
+	return nil
 }
 
 func newPending(g *globals) *cobra.Command {
