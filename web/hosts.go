@@ -71,6 +71,8 @@ func CheckGUIHost(name string) error {
 			return fmt.Errorf("invalid --gui-host %q: bad port", name)
 		}
 		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
 	}
 	if host == "" || strings.ContainsAny(host, "/@?#[] \t") {
 		return fmt.Errorf("invalid --gui-host %q: want a name or NAME:PORT", name)

@@ -227,12 +227,12 @@ func TestGUIHostServed(t *testing.T) {
 }
 
 func TestCheckGUIHost(t *testing.T) {
-	for _, ok := range []string{"nas.lan", "nas.lan:8443", "192.168.1.5", "[::1]:8385", "console"} {
+	for _, ok := range []string{"nas.lan", "nas.lan:8443", "192.168.1.5", "[::1]:8385", "[fe80::1]", "console"} {
 		if err := CheckGUIHost(ok); err != nil {
 			t.Errorf("CheckGUIHost(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "nas.lan:0", "nas.lan:x", "http://nas.lan", "a b", ":8385"} {
+	for _, bad := range []string{"", "nas.lan:0", "nas.lan:x", "http://nas.lan", "a b", ":8385", "[]", "[nas]x"} {
 		if err := CheckGUIHost(bad); err == nil {
 			t.Errorf("CheckGUIHost(%q) accepted", bad)
 		}
