@@ -167,7 +167,8 @@ type batchWriter struct {
 
 // batch writes one cycle's changes and returns the bytes b must fetch
 // for them: a large file, new small files, new versions of older small
-// files, and a few deletions.
+// files, and a few deletions (among them the large file of three cycles
+// ago).
 func (w *batchWriter) batch(cycle, bigSize int) int64 {
 	var added int64
 	put := func(name string, size int) {
@@ -182,6 +183,13 @@ func (w *batchWriter) batch(cycle, bigSize int) int64 {
 	}
 	for range 5 {
 		put(w.small[w.rng.IntN(len(w.small))], 1+w.rng.IntN(256<<10))
+	}
+	if cycle >= 3 {
+		// Only the last three large files stay: the set stays some tens
+		// of MiB however many cycles run.
+		if err := os.Remove(filepath.Join(w.dir, fmt.Sprintf("c%02d/large.bin", cycle-3))); err != nil {
+			w.t.Fatal(err)
+		}
 	}
 	for range 3 {
 		i := w.rng.IntN(len(w.small))
