@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -56,21 +57,34 @@ func (s *Service) AcceptRelayed(raw net.Conn, relay string) {
 }
 
 func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config, relay string) {
+	src := sourceOf(raw.RemoteAddr())
+	if !s.limits.enter(src) {
+		raw.Close()
+		s.limits.logFailed(time.Now(), true)
+		return
+	}
 	tc := Server(raw, cfg)
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
 	cancel()
+	s.limits.leave(src)
 	if err != nil {
 		tc.Close()
 		var unknown *crypt.UnknownDeviceError
 		if errors.As(err, &unknown) {
-			s.log.Info("unknown device tried to connect; recorded as pending", "device", unknown.ID.String(), "addr", raw.RemoteAddr().String())
-			if err := s.cfg.Registry.Pending(ctx, unknown.ID, raw.RemoteAddr().String()); err != nil && ctx.Err() == nil {
-				s.log.Warn("recording pending device", "err", err)
-			}
+			s.recordUnknown(ctx, unknown.ID, src, raw.RemoteAddr().String())
 			return
 		}
-		s.log.Debug("incoming handshake failed", "addr", raw.RemoteAddr().String(), "err", err)
+		if ok, skipped, closed := s.limits.logFailed(time.Now(), false); ok {
+			attrs := []any{"addr", raw.RemoteAddr().String(), "err", err}
+			if skipped > 0 {
+				// others: failures since the previous line; closed: of
+				// those, connections closed unanswered (their source had
+				// too many handshakes under way).
+				attrs = append(attrs, "others", skipped, "closed", closed)
+			}
+			s.log.Debug("incoming handshake failed", attrs...)
+		}
 		return
 	}
 	id, err := crypt.PeerDeviceID(tc.ConnectionState())
@@ -84,6 +98,30 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 		addr = relay
 	}
 	s.run(ctx, &Conn{BatchConn: tc, ID: id, Addr: addr, Since: time.Now(), Relay: relay, done: make(chan struct{})})
+}
+
+// recordUnknown records an unknown device's attempt from src (at addr) as
+// pending, within the limits, and logs it, at most one line per logEvery.
+func (s *Service) recordUnknown(ctx context.Context, id crypt.DeviceID, src netip.Prefix, addr string) {
+	now := time.Now()
+	recorded := s.limits.recordPending(src, now)
+	if recorded {
+		if err := s.cfg.Registry.Pending(ctx, id, addr); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("recording pending device", "err", err)
+			}
+			return
+		}
+	}
+	if ok, skipped, unrecorded := s.limits.logUnknown(now, recorded); ok {
+		attrs := []any{"device", id.String(), "addr", addr}
+		if skipped > 0 {
+			// others: attempts since the previous line; unrecorded: of
+			// those, the ones beyond the limits.
+			attrs = append(attrs, "others", skipped, "unrecorded", unrecorded)
+		}
+		s.log.Info("unknown device tried to connect; recorded as pending", attrs...)
+	}
 }
 
 // rejectedBackoff caps the redial delay after connections the peer ended

@@ -16,6 +16,11 @@
 //     are dialed first and get a head start; a relayed device is dialed
 //     directly again every RelayRetry, and a direct connection replaces the
 //     relayed one.
+//   - What unknown devices can make it do is bounded (limits.go): per
+//     source (an IPv4 address or an IPv6 /64) at most 16 handshakes under
+//     way, and attempts recorded as pending 5 at once, then one per 10 s;
+//     over all sources 10 recorded a second; one Info line a minute about
+//     them, counting the rest.
 //   - No goroutine outlives Serve's context.
 package connections
 
@@ -47,6 +52,7 @@ type Registry interface {
 	// Peers lists the trusted devices with the addresses to dial for them.
 	Peers(ctx context.Context) ([]Peer, error)
 	// Pending records a device that tried to connect but is not trusted.
+	// The service calls it within its limits, not for every attempt.
 	Pending(ctx context.Context, id crypt.DeviceID, addr string) error
 	// Seen records that a device was connected at t.
 	Seen(ctx context.Context, id crypt.DeviceID, t time.Time) error
@@ -164,6 +170,8 @@ type Service struct {
 	hint    chan struct{} // closed and replaced by Hint
 	runCtx  context.Context
 
+	limits *limits // what unknown devices and busy sources may make it do
+
 	// Redial timing: the package constants, shortened by tests.
 	rejectedFloor time.Duration // first wait after a connection ended at once
 	hintGap       time.Duration // least time between a dial and one a Hint brings forward
@@ -201,6 +209,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		conns:   map[crypt.DeviceID]*Conn{},
 		changed: make(chan struct{}),
 		hint:    make(chan struct{}),
+		limits:  newLimits(),
 
 		rejectedFloor: time.Second,
 		hintGap:       minHintGap,
