@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"lockstep/crypt"
 )
@@ -31,21 +32,23 @@ func BenchmarkRegistry(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := newRegistry(time.Hour, devices)
+	r := newRegistry(time.Hour, devices, DefaultMaxPerSource)
 	ids := make([]crypt.DeviceID, devices)
+	srcs := make([]netip.Prefix, devices)
 	for i := range ids {
 		binary.BigEndian.PutUint64(ids[i][:], uint64(i))
-		if err := r.put(ids[i], addrs, now); err != nil {
+		srcs[i] = sourceOf(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		if _, err := r.put(ids[i], addrs, srcs[i], now); err != nil {
 			b.Fatal(err)
 		}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	perEntry := (float64(after.HeapAlloc) - float64(before.HeapAlloc) - devices*float64(len(crypt.DeviceID{}))) / devices
+	perEntry := (float64(after.HeapAlloc) - float64(before.HeapAlloc) - devices*float64(len(crypt.DeviceID{})+int(unsafe.Sizeof(netip.Prefix{})))) / devices
 	i := 0
 	for b.Loop() {
 		id := ids[i%devices]
-		if err := r.put(id, addrs, now); err != nil {
+		if _, err := r.put(id, addrs, srcs[i%devices], now); err != nil {
 			b.Fatal(err)
 		}
 		if _, _, ok := r.get(id, now); !ok {

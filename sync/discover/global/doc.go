@@ -37,8 +37,14 @@
 //     certificate's; nothing is stored.
 //   - 400 `{"error": "..."}` for a body that is too large, not JSON, lacks
 //     "addresses", or breaks a rule above; nothing is stored.
+//   - 429 `{"error": "..."}` when the device is new (or announces from
+//     another source than before) and its source, the request's IPv4
+//     address or IPv6 /64, holds MaxPerSource live devices already; an
+//     entry the device had stays as it was.
 //   - 503 `{"error": "..."}` when the server already holds MaxDevices live
-//     devices and this one is new.
+//     devices, this one is new, and no source holds more than one device
+//     more than this one's would. When one does, the oldest device of the
+//     source holding the most is forgotten to make room.
 //
 // Look up: `GET /?device=ID` answers 200
 // `{"addresses": [...], "seen": "RFC3339"}` for a live entry, 404
@@ -46,7 +52,10 @@
 //
 // Invariants:
 //   - A device's entry is only ever written by a request authenticated with
-//     that device's certificate.
+//     that device's certificate (and dropped, besides by expiry, only to
+//     make room as above).
+//   - No source holds more than MaxPerSource live devices, and none can
+//     keep the devices of sources holding fewer out.
 //   - Nothing malformed is stored: every stored address passed the rules
 //     above, and a request breaking any of them changes nothing.
 //   - An entry is never served at or after announcement time + TTL (expiry

@@ -26,6 +26,14 @@ const (
 	// devices and their friends'): device certificates cost nothing to
 	// make, so the cap is what bounds memory (at most ~40 MB here).
 	DefaultMaxDevices = 10000
+	// DefaultMaxPerSource: one address (a household's NAT, say) may hold
+	// a hundred devices; filling the table takes a hundred addresses, and
+	// then newcomers from lighter sources still take their places.
+	DefaultMaxPerSource = 100
+
+	// logEvery is the least time between two lines about refused or
+	// evicted devices.
+	logEvery = time.Minute
 
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second
@@ -38,11 +46,15 @@ const (
 // ServerConfig configures a Server. Identity and Listen are required.
 type ServerConfig struct {
 	Identity   *crypt.Identity
-	Listen     string           // host:port; "127.0.0.1:0" in tests
-	TTL        time.Duration    // how long an announcement lives; default 30 min
-	MaxDevices int              // default 100000; beyond it new devices get 503
-	Logger     *slog.Logger     // default: discard
-	Now        func() time.Time // clock of announcements and expiry; default time.Now
+	Listen     string        // host:port; "127.0.0.1:0" in tests
+	TTL        time.Duration // how long an announcement lives; default 30 min
+	MaxDevices int           // default DefaultMaxDevices; see registry for what happens beyond it
+	// MaxPerSource caps the live devices announced from one source (an
+	// IPv4 address or an IPv6 /64); beyond it new devices get 429.
+	// Default DefaultMaxPerSource.
+	MaxPerSource int
+	Logger       *slog.Logger     // default: discard
+	Now          func() time.Time // clock of announcements and expiry; default time.Now
 }
 
 // ServerStats is a snapshot of a Server's table.
@@ -64,6 +76,11 @@ type Server struct {
 
 	announces atomic.Int64 // accepted announcements, for tests
 	fullWarn  atomic.Bool  // the "full" warning was logged since last below max
+
+	logMu     sync.Mutex
+	lastLog   time.Time // of the last line about refused or evicted devices
+	refused   int       // new devices refused since that line (429 or 503)
+	evictions int       // devices that made room since that line
 }
 
 // NewServer validates cfg and binds cfg.Listen. The listener is released
@@ -72,14 +89,17 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if cfg.Identity == nil {
 		return nil, errors.New("discovery server: no identity")
 	}
-	if cfg.TTL < 0 || cfg.MaxDevices < 0 {
-		return nil, errors.New("discovery server: negative TTL or MaxDevices")
+	if cfg.TTL < 0 || cfg.MaxDevices < 0 || cfg.MaxPerSource < 0 {
+		return nil, errors.New("discovery server: negative TTL, MaxDevices or MaxPerSource")
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
 	}
 	if cfg.MaxDevices == 0 {
 		cfg.MaxDevices = DefaultMaxDevices
+	}
+	if cfg.MaxPerSource == 0 {
+		cfg.MaxPerSource = DefaultMaxPerSource
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -95,7 +115,7 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	return &Server{
 		cfg: cfg,
 		ln:  ln,
-		reg: newRegistry(cfg.TTL, cfg.MaxDevices),
+		reg: newRegistry(cfg.TTL, cfg.MaxDevices, cfg.MaxPerSource),
 		log: cfg.Logger.With("component", "discovery-server"),
 	}, nil
 }
@@ -217,19 +237,50 @@ func (s *Server) handleAnnounce(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, ErrForeignDevice.Error())
 		return
 	}
-	addrs := resolveAddresses(a.Addresses, remoteIP(r.RemoteAddr))
-	if err := s.reg.put(id, addrs, s.cfg.Now()); err != nil {
+	ip := remoteIP(r.RemoteAddr)
+	addrs := resolveAddresses(a.Addresses, ip)
+	evicted, err := s.reg.put(id, addrs, sourceOf(ip), s.cfg.Now())
+	switch {
+	case errors.Is(err, errSourceFull):
+		s.noteLimit(true, false, ip)
+		writeError(w, http.StatusTooManyRequests, err.Error())
+		return
+	case err != nil:
 		if s.fullWarn.CompareAndSwap(false, true) {
 			s.log.Warn("discovery server full; refusing new devices", "max", s.cfg.MaxDevices)
 		}
+		s.noteLimit(true, false, ip)
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
+	case !evicted.IsZero():
+		s.noteLimit(false, true, ip)
+	default:
+		s.fullWarn.Store(false)
 	}
-	s.fullWarn.Store(false)
 	s.announces.Add(1)
 	s.log.Debug("announcement", "device", id, "addresses", addrs)
 	w.Header().Set("Reannounce-After", strconv.FormatInt(int64(max(s.cfg.TTL/3, time.Second)/time.Second), 10))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// noteLimit counts a new device refused by the limits, or one that made
+// room for a newcomer, and logs at most one line per logEvery about them.
+func (s *Server) noteLimit(refused, evicted bool, ip netip.Addr) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if refused {
+		s.refused++
+	}
+	if evicted {
+		s.evictions++
+	}
+	now := time.Now()
+	if !s.lastLog.IsZero() && now.Sub(s.lastLog) < logEvery {
+		return
+	}
+	s.log.Info("discovery server at its limits", "refused", s.refused, "evicted", s.evictions, "source", ip.String(),
+		"max", s.cfg.MaxDevices, "persource", s.cfg.MaxPerSource)
+	s.lastLog, s.refused, s.evictions = now, 0, 0
 }
 
 func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
