@@ -50,9 +50,15 @@
 // more often than that).
 //
 // Limits: at most MaxSessions sessions, MaxSessionsPerDevice of them with
-// one device as requester or target (a Connect beyond either is answered
-// Response{TOO_MANY_SESSIONS}), and MaxRegistrations registered devices (a
-// Join beyond it is answered Response{UNAVAILABLE}).
+// one device as requester or target, and DefaultMaxSessionsPerSource asked
+// for from one source, an IPv4 address or IPv6 /64 (a Connect beyond
+// these is answered Response{TOO_MANY_SESSIONS}); MaxRegistrations
+// registered devices, DefaultMaxRegistrationsPerSource of them from one
+// source (a Join beyond these is answered Response{UNAVAILABLE}). When the
+// relay is full, a newcomer takes the place of the oldest session (which
+// is cut) or registration (whose connection is closed) of the source
+// holding the most, if that source holds more than the newcomer's would
+// (limits.go); otherwise it is refused.
 //
 // # Invariants
 //
@@ -60,7 +66,10 @@
 //     validated, and a malformed frame or join closes that connection only,
 //     with a Debug log. Session keys are never logged.
 //   - The relay never holds more than MaxSessions sessions (pending and
-//     spliced together); a Connect beyond that is refused.
+//     spliced together) nor MaxRegistrations registrations, and no source
+//     more than its share of either; no source can keep those of sources
+//     holding fewer out. Lines about refusals and drops by these limits
+//     come at most once a minute.
 //   - No goroutine started by Server.Serve or Client.Serve outlives it, and
 //     Dial starts none that outlives the call. Nothing else starts goroutines.
 package relay

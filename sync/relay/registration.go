@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -14,10 +15,12 @@ import (
 // registration's own goroutines and from Connect handlers, so they are
 // serialized; a failed write closes the connection.
 type registration struct {
-	id  crypt.DeviceID
-	raw *net.TCPConn
-	tc  *tls.Conn
-	wmu sync.Mutex
+	id    crypt.DeviceID
+	raw   *net.TCPConn
+	tc    *tls.Conn
+	src   netip.Prefix // the source it counts against
+	since time.Time    // when it was made
+	wmu   sync.Mutex
 }
 
 // write sends m within writeTimeout, closing the connection on failure.
@@ -35,25 +38,27 @@ func (r *registration) write(m *Message) error {
 // serveRegistration keeps peer's registration until the connection fails,
 // is silent for s.idle, breaks the protocol or is replaced.
 func (s *Server) serveRegistration(raw *net.TCPConn, tc *tls.Conn, peer crypt.DeviceID) {
-	r := &registration{id: peer, raw: raw, tc: tc}
-	s.mu.Lock()
-	old := s.regs[peer]
-	if old == nil && len(s.regs) >= s.maxRegs {
-		s.mu.Unlock()
-		s.log.Debug("relay: registration refused, relay full", "device", peer.Short())
-		r.write(responseMessage(Response_UNAVAILABLE, "the relay has all the registrations it takes"))
+	r := &registration{id: peer, raw: raw, tc: tc, src: sourceOf(raw.RemoteAddr()), since: time.Now()}
+	old, dropped, refusal := s.register(r)
+	if refusal != "" {
+		s.noteLimit(false)
+		s.log.Debug("relay: registration refused", "device", peer.Short(), "reason", refusal)
+		r.write(responseMessage(Response_UNAVAILABLE, refusal))
 		return
 	}
-	s.regs[peer] = r
-	s.mu.Unlock()
 	if old != nil {
 		s.log.Debug("relay: registration replaced", "device", peer.Short())
 		old.raw.Close()
 	}
+	if dropped != nil {
+		s.noteLimit(true)
+		s.log.Debug("relay: registration dropped to make room", "device", dropped.id.Short(), "for", peer.Short())
+		dropped.raw.Close()
+	}
 	defer func() {
 		s.mu.Lock()
 		if s.regs[peer] == r {
-			delete(s.regs, peer)
+			s.unregisterLocked(r)
 		}
 		s.mu.Unlock()
 	}()
@@ -103,5 +108,46 @@ func (s *Server) serveRegistration(raw *net.TCPConn, tc *tls.Conn, peer crypt.De
 			s.log.Debug("relay: unexpected message on a registration", "device", peer.Short(), "type", fmt.Sprintf("%T", b))
 			return
 		}
+	}
+}
+
+// register makes r its device's registration, within the limits: it
+// returns the registration r replaces and one dropped to make room (the
+// caller closes them), or why r is refused.
+func (s *Server) register(r *registration) (old, dropped *registration, refusal string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old = s.regs[r.id]
+	if (old == nil || old.src != r.src) && s.regsPerSource[r.src] >= s.maxRegsPerSource {
+		return nil, nil, "too many devices registered from this address"
+	}
+	if old == nil && len(s.regs) >= s.maxRegs {
+		if dropped = s.regVictimLocked(s.regsPerSource[r.src]); dropped == nil {
+			return nil, nil, "the relay has all the registrations it takes"
+		}
+		s.unregisterLocked(dropped)
+	}
+	if old != nil {
+		s.unregisterLocked(old)
+	}
+	s.regs[r.id] = r
+	s.regsPerSource[r.src]++
+	return old, dropped, ""
+}
+
+// unregisterLocked forgets r, its device's registration. s.mu is held.
+func (s *Server) unregisterLocked(r *registration) {
+	delete(s.regs, r.id)
+	if s.regsPerSource[r.src]--; s.regsPerSource[r.src] <= 0 {
+		delete(s.regsPerSource, r.src)
+	}
+}
+
+// noteLimit counts a registration or session refused (dropped false) or
+// dropped to make room by the limits, logging at most one line per
+// logEvery about them.
+func (s *Server) noteLimit(dropped bool) {
+	if ok, refusedN, droppedN := s.limitLog.note(time.Now(), dropped); ok {
+		s.log.Info("relay at its limits", "refused", refusedN, "dropped", droppedN)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,9 @@ type ServerConfig struct {
 	Listen      string // host:port; "127.0.0.1:0" in tests
 	MaxSessions int    // default 1000 concurrent sessions (pending and spliced)
 	// MaxRegistrations caps the devices registered at once; default
-	// 10000. A device beyond it is refused (Response UNAVAILABLE); one
-	// already registered may always register again.
+	// 10000. A device beyond it takes the place of another or is refused
+	// (Response UNAVAILABLE), as limits.go says; one already registered
+	// may always register again from the same address.
 	MaxRegistrations int
 	Logger           *slog.Logger
 }
@@ -59,11 +61,20 @@ type Server struct {
 	conns    map[net.Conn]struct{}
 	regs     map[crypt.DeviceID]*registration
 	sessions map[[keySize]byte]*session
-	spliced  int
 	// perDevice counts each device's sessions (as requester or target),
 	// so that one device can't take every place.
 	perDevice    map[crypt.DeviceID]int
 	maxPerDevice int
+	// live are the sessions being spliced (s.sessions holds those not
+	// joined yet).
+	live map[*session]struct{}
+	// Per-source counts (limits.go), each source's registrations and the
+	// sessions it asked for.
+	regsPerSource        map[netip.Prefix]int
+	sessionsPerSource    map[netip.Prefix]int
+	maxRegsPerSource     int
+	maxSessionsPerSource int
+	limitLog             limitLog
 }
 
 // MaxSessionsPerDevice caps the sessions, pending and spliced, in which one
@@ -99,6 +110,12 @@ func NewServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		sessions:     make(map[[keySize]byte]*session),
 		perDevice:    make(map[crypt.DeviceID]int),
 		maxPerDevice: MaxSessionsPerDevice,
+		live:         make(map[*session]struct{}),
+
+		regsPerSource:        make(map[netip.Prefix]int),
+		sessionsPerSource:    make(map[netip.Prefix]int),
+		maxRegsPerSource:     DefaultMaxRegistrationsPerSource,
+		maxSessionsPerSource: DefaultMaxSessionsPerSource,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -122,7 +139,7 @@ func (s *Server) URL() string {
 func (s *Server) Stats() ServerStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ServerStats{Registered: len(s.regs), Sessions: s.spliced, Bytes: s.bytes.Load()}
+	return ServerStats{Registered: len(s.regs), Sessions: len(s.live), Bytes: s.bytes.Load()}
 }
 
 // Close closes the listener and every connection; a running Serve returns.
@@ -285,7 +302,10 @@ func (s *Server) serveConnect(raw *net.TCPConn, tc *tls.Conn, from, target crypt
 		raw.SetReadDeadline(time.Now().Add(s.handshake))
 		io.CopyN(io.Discard, tc, MaxFrameSize)
 	}
-	key, reg, code := s.newSession(from, target)
+	key, reg, code, limited, dropped := s.newSession(from, target, sourceOf(raw.RemoteAddr()))
+	if limited {
+		s.noteLimit(dropped)
+	}
 	if code != Response_OK {
 		s.log.Debug("relay: connect refused", "from", from.Short(), "to", target.Short(), "code", code)
 		reply(responseMessage(code, ""))

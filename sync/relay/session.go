@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"lockstep/crypt"
@@ -14,24 +15,31 @@ import (
 // session is a key handed out by Connect, waiting for its two halves.
 // Fields other than done are guarded by Server.mu.
 type session struct {
+	key     [keySize]byte
+	created time.Time
 	expires time.Time
 	first   *net.TCPConn  // the half that arrived first, waiting; nil before
+	second  *net.TCPConn  // the half that arrived second, once splicing
 	taken   bool          // the second half arrived and is splicing
-	done    chan struct{} // closed when the splice has ended
+	done    chan struct{} // closed when the splice has ended, or the session was dropped unspliced
 	// devices are the requester and the target, counted in
-	// Server.perDevice until the session ends.
+	// Server.perDevice, and src the requester's source, counted in
+	// Server.sessionsPerSource, until the session ends.
 	devices []crypt.DeviceID
+	src     netip.Prefix
+	ended   bool
 }
 
-// newSession makes a session for a Connect from one device to target, or
-// says why not.
-func (s *Server) newSession(from, target crypt.DeviceID) ([keySize]byte, *registration, Response_Code) {
-	var key [keySize]byte
+// newSession makes a session for a Connect from one device, at the source
+// src, to target, or says why not. Another session may be ended to make
+// room (limits.go); limited says the per-source limits refused this one
+// or ended another.
+func (s *Server) newSession(from, target crypt.DeviceID, src netip.Prefix) (key [keySize]byte, reg *registration, code Response_Code, limited, dropped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	reg := s.regs[target]
+	reg = s.regs[target]
 	if reg == nil {
-		return key, nil, Response_NOT_REGISTERED
+		return key, nil, Response_NOT_REGISTERED, false, false
 	}
 	now := time.Now()
 	for k, p := range s.sessions {
@@ -40,30 +48,63 @@ func (s *Server) newSession(from, target crypt.DeviceID) ([keySize]byte, *regist
 			s.endLocked(p)
 		}
 	}
-	if len(s.sessions)+s.spliced >= s.max || s.perDevice[from] >= s.maxPerDevice || s.perDevice[target] >= s.maxPerDevice {
-		return key, nil, Response_TOO_MANY_SESSIONS
+	if s.perDevice[from] >= s.maxPerDevice || s.perDevice[target] >= s.maxPerDevice {
+		return key, nil, Response_TOO_MANY_SESSIONS, false, false
+	}
+	if s.sessionsPerSource[src] >= s.maxSessionsPerSource {
+		return key, nil, Response_TOO_MANY_SESSIONS, true, false
+	}
+	if len(s.sessions)+len(s.live) >= s.max {
+		victim := s.sessionVictimLocked(s.sessionsPerSource[src])
+		if victim == nil {
+			return key, nil, Response_TOO_MANY_SESSIONS, true, false
+		}
+		s.dropLocked(victim)
+		dropped = true
 	}
 	rand.Read(key[:])
-	p := &session{expires: now.Add(s.keyTTL), done: make(chan struct{}), devices: []crypt.DeviceID{from}}
+	p := &session{key: key, created: now, expires: now.Add(s.keyTTL), done: make(chan struct{}), devices: []crypt.DeviceID{from}, src: src}
 	if target != from {
 		p.devices = append(p.devices, target)
 	}
 	for _, d := range p.devices {
 		s.perDevice[d]++
 	}
+	s.sessionsPerSource[src]++
 	s.sessions[key] = p
-	return key, reg, Response_OK
+	return key, reg, Response_OK, dropped, dropped
 }
 
-// endLocked stops counting p against its devices; it runs once per
-// session, with s.mu held.
+// endLocked stops counting p against its devices and source; it does so
+// once per session, with s.mu held.
 func (s *Server) endLocked(p *session) {
+	if p.ended {
+		return
+	}
+	p.ended = true
 	for _, d := range p.devices {
 		if s.perDevice[d]--; s.perDevice[d] <= 0 {
 			delete(s.perDevice, d)
 		}
 	}
-	p.devices = nil
+	if s.sessionsPerSource[p.src]--; s.sessionsPerSource[p.src] <= 0 {
+		delete(s.sessionsPerSource, p.src)
+	}
+	delete(s.live, p)
+}
+
+// dropLocked ends p to make room for another session: a spliced one has
+// its connections closed (its splice then ends as usual), one not spliced
+// yet is forgotten and its waiting half, if any, let go. s.mu is held.
+func (s *Server) dropLocked(p *session) {
+	s.endLocked(p)
+	if p.taken {
+		p.first.Close()
+		p.second.Close()
+		return
+	}
+	delete(s.sessions, p.key)
+	close(p.done)
 }
 
 // dropSession forgets a session nobody has joined yet.
@@ -107,14 +148,14 @@ func (s *Server) serveJoin(ctx context.Context, c *net.TCPConn, first byte) {
 		return
 	}
 	p.taken = true
+	p.second = c
 	delete(s.sessions, key)
-	s.spliced++
+	s.live[p] = struct{}{}
 	s.mu.Unlock()
 
 	s.splice(p.first, c)
 
 	s.mu.Lock()
-	s.spliced--
 	s.endLocked(p)
 	s.mu.Unlock()
 	close(p.done)
