@@ -78,7 +78,7 @@ func TestChaosTwoEditors(t *testing.T) {
 	}
 
 	final, ok := waitConverged(t, settle, "f", members,
-		"after a restart a folder can silently stop syncing; or a conflict it cannot resolve")
+		"if no error shows, a folder that silently stopped syncing; else a conflict it cannot resolve")
 	guard.stop()
 	if ok {
 		checkNoTemps(t, members)
