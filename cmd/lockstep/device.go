@@ -103,7 +103,7 @@ func newDevice(g *globals) *cobra.Command {
 				if d.Connected {
 					via = d.Connection
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", d.ID, d.Name, d.Connected, via, trust)
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", d.ID, printable(d.Name), d.Connected, via, trust)
 			}
 			return tw.Flush()
 		},
@@ -208,7 +208,7 @@ func newPending(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "device\t%s\t%s\t%s\n", d.ID, d.Address, d.LastSeen.Local().Format("2006-01-02 15:04:05"))
 			}
 			for _, f := range p.Folders {
-				fmt.Fprintf(tw, "folder\t%s\t%s\t%s\n", f.Folder, f.Device, f.FirstSeen.Local().Format("2006-01-02 15:04:05"))
+				fmt.Fprintf(tw, "folder\t%s\t%s\t%s\n", printable(f.Folder), f.Device, f.FirstSeen.Local().Format("2006-01-02 15:04:05"))
 			}
 			return tw.Flush()
 		},

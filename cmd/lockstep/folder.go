@@ -93,7 +93,7 @@ func newFolder(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tPATH\tDEVICES")
 			for _, f := range folders {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", f.ID, f.Type, f.State, f.Path, len(f.Peers))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(f.ID), f.Type, f.State, printable(f.Path), len(f.Peers))
 			}
 			return tw.Flush()
 		},

@@ -40,7 +40,7 @@ func main() {
 
 // oneLine keeps an error to the one line the contract promises.
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+	return escapeControls(strings.Join(strings.Fields(err.Error()), " "))
 }
 
 type globals struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -30,9 +31,9 @@ func newStatus(g *globals) *cobra.Command {
 			w := c.OutOrStdout()
 			fmt.Fprintln(w, "device", st.DeviceID)
 			for _, f := range st.Folders {
-				fmt.Fprintf(w, "folder %s (%s): %s, %d/%d files, need %d\n", f.ID, f.Type, f.State, f.LocalFiles, f.GlobalFiles, f.NeedFiles)
+				fmt.Fprintf(w, "folder %s (%s): %s, %d/%d files, need %d\n", printable(f.ID), f.Type, f.State, f.LocalFiles, f.GlobalFiles, f.NeedFiles)
 				if f.Error != "" {
-					fmt.Fprintln(w, "  error:", f.Error)
+					fmt.Fprintln(w, "  error:", printable(f.Error))
 				}
 			}
 			for _, d := range st.Devices {
@@ -43,7 +44,7 @@ func newStatus(g *globals) *cobra.Command {
 						state += " (" + d.Connection + ")"
 					}
 				}
-				fmt.Fprintf(w, "device %s %q: %s\n", d.ID, d.Name, state)
+				fmt.Fprintf(w, "device %s %s: %s\n", d.ID, strconv.QuoteToGraphic(d.Name), state)
 			}
 			return nil
 		},

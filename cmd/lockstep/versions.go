@@ -112,7 +112,7 @@ func newVersions(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tSIZE\tSOURCE\tPATH\tVERSION")
 			for _, v := range vs {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Time.Local().Format(time.DateTime), v.Size, v.Source, v.Path, v.Version)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", v.Time.Local().Format(time.DateTime), v.Size, printable(v.Source), printable(v.Path), printable(v.Version))
 			}
 			return tw.Flush()
 		},
@@ -187,7 +187,7 @@ func newPrune(g *globals) *cobra.Command {
 			out := c.OutOrStdout()
 			if res.Versions != nil {
 				for _, v := range res.Versions {
-					fmt.Fprintf(out, "removed %s (%s, %d bytes)\n", v.Path, v.Version, v.Size)
+					fmt.Fprintf(out, "removed %s (%s, %d bytes)\n", printable(v.Path), printable(v.Version), v.Size)
 				}
 				fmt.Fprintf(out, "removed %d local versions (%d bytes)\n", len(res.Versions), res.Bytes)
 				return nil
