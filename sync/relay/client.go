@@ -43,6 +43,9 @@ type Client struct {
 	// Timing: the package constants, shortened by tests.
 	minBackoff, maxBackoff, pingEvery, idle time.Duration
 
+	joining chan struct{} // a slot per session being joined (maxJoining)
+	dropped limitLog      // invitations dropped for want of a slot
+
 	mu         sync.Mutex
 	registered bool
 	lastErr    string
@@ -69,6 +72,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		pingEvery:  pingInterval,
 		idle:       idleTimeout,
 		changed:    make(chan struct{}),
+		joining:    make(chan struct{}, maxJoining),
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -120,7 +124,8 @@ func (c *Client) setState(registered bool, err error) {
 // Serve keeps a registration with the relay, reconnecting after a failure
 // with a backoff from 1 s doubling to 60 s (back to 1 s after a successful
 // registration). Each Invitation is joined and handed to Accept in its own
-// goroutine. When ctx ends Serve closes the registration, waits for the
+// goroutine, at most maxJoining joins at once: invitations beyond that are
+// dropped (an honest relay never sends that many). When ctx ends Serve closes the registration, waits for the
 // goroutines it started (Accept calls included) and returns nil.
 func (c *Client) Serve(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -230,6 +235,14 @@ func (c *Client) register(ctx context.Context, wg *sync.WaitGroup) (registered b
 		case *Message_Pong:
 		case *Message_Invitation:
 			from, key := crypt.DeviceID(b.Invitation.From), [keySize]byte(b.Invitation.Key)
+			select {
+			case c.joining <- struct{}{}:
+			default:
+				if ok, _, n := c.dropped.note(time.Now(), true); ok {
+					c.log.Debug("relay: invitations dropped, too many sessions being joined", "relay", c.hostport, "dropped", n)
+				}
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -241,9 +254,11 @@ func (c *Client) register(ctx context.Context, wg *sync.WaitGroup) (registered b
 	}
 }
 
-// acceptSession joins an invited session and hands it to Accept.
+// acceptSession joins an invited session, gives back its slot in
+// c.joining, and hands the session to Accept.
 func (c *Client) acceptSession(ctx context.Context, from crypt.DeviceID, key [keySize]byte) {
 	conn, err := joinSession(ctx, c.hostport, key)
+	<-c.joining
 	if err != nil {
 		c.log.Debug("relay: joining a session failed", "relay", c.hostport, "from", from.Short(), "err", err)
 		return

@@ -23,6 +23,11 @@ const (
 	// asked for from one source; filling the default 1,000 takes ten.
 	DefaultMaxSessionsPerSource = 100
 
+	// maxJoining caps the sessions a Client joins at once (each waits up
+	// to 40 s for its partner): as many as a relay lets one device have,
+	// so an honest relay's invitations are never dropped.
+	maxJoining = MaxSessionsPerDevice
+
 	// logEvery is the least time between two lines about registrations or
 	// sessions refused or dropped by these limits.
 	logEvery = time.Minute
