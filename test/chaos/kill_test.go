@@ -21,8 +21,8 @@ import (
 // hold anything but a whole version a wrote; after each restart the nodes
 // converge and leave no temp file, and b has not fetched again what it
 // had fetched before the kill.
-// Then b is restarted many more times, killed or stopped, each time with a
-// new file on a that must reach it.
+// Before that, b is restarted many times, killed or stopped, each time
+// with a new file on a that must reach it.
 func TestChaosKillDuringSync(t *testing.T) {
 	endToEnd(t)
 	rng := scenarioRand(t)
@@ -40,6 +40,39 @@ func TestChaosKillDuringSync(t *testing.T) {
 	}
 
 	w := &batchWriter{t: t, dir: dirA, scratch: t.TempDir(), rng: rng, versions: map[string][]string{}}
+	// First, many restarts, each followed by a new file on a that b must
+	// get.
+	for i := range restarts {
+		how := "stopped"
+		if rng.IntN(2) == 0 {
+			b.kill()
+			how = "killed"
+		} else if err := b.stop(); err != nil {
+			t.Errorf("restart %d: b did not stop cleanly: %v", i, err)
+		}
+		name := fmt.Sprintf("restart/%03d.txt", i)
+		content := randomBytes(rng, 1+rng.IntN(2000))
+		w.write(name, content)
+		b = b.restart(t)
+		members[1].node = b
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := os.ReadFile(filepath.Join(dirB, name))
+			if err == nil && hashOf(got) == hashOf(content) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after restart %d (%s), b did not get a new file within 30s; its status: %s (after a restart a folder can silently stop syncing)",
+					i, how, b.folder("f").describe())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if restarts > 0 {
+		t.Logf("%d restarts of b, each followed by a new file that reached it", restarts)
+	}
+
+	// Then kills mid-pull.
 	var newBytes, wasted int64
 	midPull, measured := 0, 0
 	for cycle := range cycles {
@@ -102,36 +135,6 @@ func TestChaosKillDuringSync(t *testing.T) {
 		t.Logf("%d kills (%d in the middle of a pull); over the %d whose files stayed, %s of new data and %s fetched twice", cycles, midPull, measured, mib(newBytes), mib(wasted))
 	}
 
-	// Many more restarts, each followed by a new file on a that b must get.
-	for i := range restarts {
-		how := "stopped"
-		if rng.IntN(2) == 0 {
-			b.kill()
-			how = "killed"
-		} else if err := b.stop(); err != nil {
-			t.Errorf("restart %d: b did not stop cleanly: %v", i, err)
-		}
-		name := fmt.Sprintf("restart/%03d.txt", i)
-		content := randomBytes(rng, 1+rng.IntN(2000))
-		w.write(name, content)
-		b = b.restart(t)
-		members[1].node = b
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := os.ReadFile(filepath.Join(dirB, name))
-			if err == nil && hashOf(got) == hashOf(content) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after restart %d (%s), b did not get a new file within 30s; its status: %s (after a restart a folder can silently stop syncing)",
-					i, how, b.folder("f").describe())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if restarts > 0 {
-		t.Logf("%d more restarts of b, each followed by a new file that reached it", restarts)
-	}
 	if _, ok := waitConverged(t, 2*time.Minute, "f", members, ""); ok {
 		checkNoTemps(t, members)
 	}

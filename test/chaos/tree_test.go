@@ -224,7 +224,7 @@ func waitConverged(t testing.TB, timeout time.Duration, folder string, members [
 		if time.Now().After(deadline) {
 			msg := fmt.Sprintf("no convergence within %v:\n%s", timeout, why)
 			if cause != "" {
-				msg += "\n(a known defect that ends like this: " + cause + ")"
+				msg += "\n(hint: " + cause + ")"
 			}
 			t.Error(msg)
 			return tree{}, false
