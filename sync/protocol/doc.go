@@ -14,7 +14,7 @@
 //     MaxSealedRecords records, or a body of more elements (messages at any
 //     depth, repeated fields' elements) than MaxElements (Index,
 //     IndexUpdate, SealedIndex) or MaxOtherElements (the rest) is
-//     malformed, so decoding one frame holds at most about 200 MiB.
+//     malformed, so decoding one frame holds at most about 250 MiB.
 //     BatchFiles cuts batches within these limits.
 //   - Nothing is sent that the receiver would reject: WriteMessage checks
 //     messages against the same rules before writing.

@@ -35,12 +35,14 @@ const (
 	// 2 bytes on the wire, so a batch of MaxBatchSize never reaches it, and
 	// a block takes more than 32 (its hash), so neither does a record of
 	// a file with as many blocks as fit in a frame. Decoded, that many
-	// elements hold at most about 200 MiB.
+	// elements hold at most about 250 MiB (2^21 empty inline chunks).
 	MaxElements = 1 << 21
 
-	// MaxOtherElements bounds the same for any other frame (a
-	// ClusterConfig's folders, devices and addresses; receiver claims).
-	MaxOtherElements = 1 << 18
+	// MaxOtherElements bounds the same for any other frame: a
+	// ClusterConfig's folders, their devices and those devices' addresses
+	// (2,000 folders shared with 30 devices of 4 addresses each make
+	// 302,000), receiver claims. Decoded, at most about 140 MiB.
+	MaxOtherElements = 1 << 20
 )
 
 // errElements is wrapped by checkElements's errors.

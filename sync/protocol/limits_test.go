@@ -235,6 +235,9 @@ func TestDecodingMemoryBounded(t *testing.T) {
 	}{
 		{"most files, each minimal", packed(MessageType_MESSAGE_TYPE_INDEX, filesBody(minimalFile(t), MaxIndexFiles)), true},
 		{"most elements", packed(MessageType_MESSAGE_TYPE_INDEX_UPDATE, counterFile(MaxElements-2)), true},
+		{"most inline chunks, each empty (refused once decoded)", packed(MessageType_MESSAGE_TYPE_SEALED_INDEX, repeated(nil, 3, nil, MaxElements)), false},
+		{"most folders", packed(MessageType_MESSAGE_TYPE_CLUSTER_CONFIG, repeated(nil, 1, nil, MaxOtherElements)), true},
+		{"16 MiB of empty folders", packed(MessageType_MESSAGE_TYPE_CLUSTER_CONFIG, repeated(nil, 1, nil, 8<<20)), false},
 		{"16 MiB of empty files", packed(MessageType_MESSAGE_TYPE_INDEX, filesBody(nil, 8<<20)), false},
 		{"16 MiB of empty counters", packed(MessageType_MESSAGE_TYPE_INDEX, counterFile(8<<20)), false},
 		{"16 MiB of empty sealed records", packed(MessageType_MESSAGE_TYPE_SEALED_INDEX, repeated(nil, 2, nil, 8<<20)), false},

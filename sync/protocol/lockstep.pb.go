@@ -16,7 +16,7 @@
 // the part of the program that uses the field.
 //
 // Elements. The body of an Index, IndexUpdate or SealedIndex holds at most
-// 2^21 elements, that of any other frame at most 2^18, where an element is
+// 2^21 elements, that of any other frame at most 2^20, where an element is
 // a message at any depth (a file, its version vector, each counter, each
 // block) or an element of a repeated field; checked on receipt, before the
 // body is decoded, since a few bytes on the wire may cost a hundred in
