@@ -21,14 +21,15 @@ import (
 // hold anything but a whole version a wrote; after each restart the nodes
 // converge and leave no temp file, and b has not fetched again what it
 // had fetched before the kill.
-// Before that, b is restarted many times, killed or stopped, each time
-// with a new file on a that must reach it.
+// Before that, b, a or both are restarted many times, killed or stopped,
+// each time with a new file on each side that must reach the other, and
+// no offer of the folder they share.
 func TestChaosKillDuringSync(t *testing.T) {
 	endToEnd(t)
 	rng := scenarioRand(t)
-	cycles, bigSize, restarts := 3, 48<<20, 12
+	cycles, bigSize, restarts := 3, 48<<20, 40
 	if long() {
-		cycles, restarts = 30, 150
+		cycles, restarts = 30, 400
 	}
 	base := t.TempDir()
 	dirA, dirB := filepath.Join(base, "a"), filepath.Join(base, "b")
@@ -40,36 +41,56 @@ func TestChaosKillDuringSync(t *testing.T) {
 	}
 
 	w := &batchWriter{t: t, dir: dirA, scratch: t.TempDir(), rng: rng, versions: map[string][]string{}}
-	// First, many restarts, each followed by a new file on a that b must
-	// get.
+	// First, many restarts of b, of a, or of both, each killed or
+	// stopped.
+	offered := map[string]bool{}
 	for i := range restarts {
+		choice := rng.IntN(3)
+		which := []string{"b", "a", "a and b"}[choice]
+		down := [][]*member{{&members[1]}, {&members[0]}, {&members[0], &members[1]}}[choice]
 		how := "stopped"
 		if rng.IntN(2) == 0 {
-			b.kill()
 			how = "killed"
-		} else if err := b.stop(); err != nil {
-			t.Errorf("restart %d: b did not stop cleanly: %v", i, err)
 		}
+		for _, m := range down {
+			if how == "killed" {
+				m.node.kill()
+			} else if err := m.node.stop(); err != nil {
+				t.Errorf("restart %d: %s did not stop cleanly: %v", i, m.node.name, err)
+			}
+		}
+		// One new file on each side, written while the node is down.
 		name := fmt.Sprintf("restart/%03d.txt", i)
 		content := randomBytes(rng, 1+rng.IntN(2000))
 		w.write(name, content)
-		b = b.restart(t)
-		members[1].node = b
+		back := fmt.Sprintf("restart/%03d-from-b.txt", i)
+		backContent := randomBytes(rng, 1+rng.IntN(2000))
+		writeOutside(t, filepath.Join(dirB, back), backContent)
+		w.versions[back] = append(w.versions[back], hashOf(backContent))
+		for _, m := range down {
+			m.node = m.node.restart(t)
+		}
+		a, b = members[0].node, members[1].node
 		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := os.ReadFile(filepath.Join(dirB, name))
-			if err == nil && hashOf(got) == hashOf(content) {
-				break
-			}
+		for !sameFile(filepath.Join(dirB, name), content) || !sameFile(filepath.Join(dirA, back), backContent) {
 			if time.Now().After(deadline) {
-				t.Fatalf("after restart %d (%s), b did not get a new file within 30s; its status: %s (after a restart a folder can silently stop syncing)",
-					i, how, b.folder("f").describe())
+				t.Fatalf("after restart %d (%s %s), the new files did not cross within 30s (a to b: %v, b to a: %v); a: %s; b: %s; pending offers on a: %v, on b: %v (after a restart a folder can silently stop syncing)",
+					i, which, how, sameFile(filepath.Join(dirB, name), content), sameFile(filepath.Join(dirA, back), backContent),
+					a.folder("f").describe(), b.folder("f").describe(), a.pendingFolders(), b.pendingFolders())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		for _, n := range []*node{a, b} {
+			if p := n.pendingFolders(); len(p) > 0 && !offered[n.name] {
+				// Once: the offer stays.
+				offered[n.name] = true
+				t.Errorf("after restart %d (%s %s), %s lists the folder it shares as an offer: %v (a folder whose peer's cluster config came before it started; known: after a restart a folder can silently stop syncing)",
+					i, which, how, n.name, p)
+			}
+		}
 	}
 	if restarts > 0 {
-		t.Logf("%d restarts of b, each followed by a new file that reached it", restarts)
+		t.Logf("%d restarts of a, b or both, each followed by a new file on each side that reached the other", restarts)
 	}
 
 	// Then kills mid-pull.
@@ -249,6 +270,24 @@ func (w *batchWriter) write(name string, data []byte) {
 		w.t.Fatal(err)
 	}
 	w.versions[name] = append(w.versions[name], hashOf(data))
+}
+
+// writeOutside writes a file with plain os calls, for a side that has no
+// batchWriter.
+func writeOutside(t *testing.T, p string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameFile reports whether the file at p holds data.
+func sameFile(p string, data []byte) bool {
+	got, err := os.ReadFile(p)
+	return err == nil && hashOf(got) == hashOf(data)
 }
 
 // checkWholeVersions fails the test if a real name under dir holds

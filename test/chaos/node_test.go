@@ -54,8 +54,14 @@ func startNode(t testing.TB, name string, extra ...string) *node {
 // does not exit cleanly (unless it was killed on purpose).
 func startNodeIn(t testing.TB, name, home string, extra ...string) *node {
 	t.Helper()
+	return launch(t, name, home, "tcp://127.0.0.1:0", extra)
+}
+
+// launch starts a node listening on listen for sync connections.
+func launch(t testing.TB, name, home, listen string, extra []string) *node {
+	t.Helper()
 	n := &node{t: t, name: name, home: home, extra: extra, log: &testutil.LockedBuffer{}, exited: make(chan struct{})}
-	args := append([]string{"--home", home, "serve", "--listen", "tcp://127.0.0.1:0", "--gui", "127.0.0.1:0",
+	args := append([]string{"--home", home, "serve", "--listen", listen, "--gui", "127.0.0.1:0",
 		"--no-local-discovery", "--name", name, "--log-level", "debug"}, extra...)
 	n.cmd = exec.Command(binary, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
@@ -143,10 +149,12 @@ func (n *node) kill() {
 	<-n.exited
 }
 
-// restart starts a node again on n's home, as the same device.
+// restart starts a node again on n's home, as the same device, on the
+// same sync address: peers that know it reach it there, as they would a
+// real device.
 func (n *node) restart(t testing.TB) *node {
 	t.Helper()
-	return startNodeIn(t, n.name, n.home, n.extra...)
+	return launch(t, n.name, n.home, n.Listen, n.extra)
 }
 
 // cli runs a CLI command against this node's home and fails the test
@@ -309,6 +317,25 @@ func (f folderStatus) peer(id string) peerStatus {
 		}
 	}
 	return peerStatus{}
+}
+
+// pendingFolders returns the folder offers n lists (device/folder).
+func (n *node) pendingFolders() []string {
+	n.t.Helper()
+	var p struct {
+		Folders []struct {
+			Device string `json:"device"`
+			Folder string `json:"folder"`
+		} `json:"folders"`
+	}
+	if err := n.getJSON("/rest/pending", &p); err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for _, f := range p.Folders {
+		out = append(out, fmt.Sprintf("%.7s/%s", f.Device, f.Folder))
+	}
+	return out
 }
 
 // connectedTo reports whether n's status shows id as connected.
