@@ -13,10 +13,15 @@
 //     editor replaced after seeing it, and no delete removed after seeing
 //     it, must be in some file (the file itself or a conflict copy) on
 //     both sides.
-//   - TestChaosKillDuringSync: a node pulling some tens of MiB is killed
-//     with SIGKILL at a random point and restarted, several times; no real
-//     name ever holds a partial file, the nodes converge, no temp file is
-//     left, and the bytes pulled before each kill are not fetched again.
+//   - TestChaosKillDuringSync: first a, b or both are restarted many
+//     times (killed or stopped), each time with a new file on each side
+//     that must cross, and neither may list the folder it shares as an
+//     offer. Then a node pulling some tens of MiB is killed with SIGKILL
+//     at a random point and restarted, cycle after cycle (every other
+//     cycle its peer deletes the large file it was pulling meanwhile): no
+//     real name ever holds a partial file, the nodes converge, no temp
+//     file is left, and what was fetched before a kill is not fetched
+//     again.
 //   - TestChaosReceiverDiskFull: an untrusted receiver keeps its blobs on a
 //     small tmpfs that fills up and is then enlarged; the error shows in
 //     status, the receiver resumes on its own, and a recovery from it
@@ -31,9 +36,11 @@
 // Every scenario ends with identical trees, no temp file under the
 // folder and nothing lost, and reports what it did in the test log.
 //
-// `go test ./...` runs a CI-sized form (about two minutes in all on two
-// cores). The long form runs each scenario longer, with more kills,
-// fills and outages:
+// `go test ./...` runs a CI-sized form: about a minute and a half in all
+// on two cores when nothing fails (a scenario that does not converge
+// waits two minutes before it says so). The long form runs each scenario
+// longer, with more restarts, kills, fills and outages (about ten
+// minutes):
 //
 //	go test ./test/chaos -chaos.long -timeout 60m -v
 //	LOCKSTEP_CHAOS=long go test ./test/chaos -timeout 60m -v
