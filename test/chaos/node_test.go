@@ -75,11 +75,18 @@ func launch(t testing.TB, name, home, listen string, extra []string) *node {
 		close(n.exited)
 	}()
 	t.Cleanup(func() {
+		// An earlier run of a node the test restarted shows less.
+		lines := 200
+		select {
+		case <-n.exited:
+			lines = 20
+		default:
+		}
 		if err := n.stop(); err != nil && !n.killed {
 			t.Errorf("%s did not exit cleanly: %v", name, err)
 		}
 		if t.Failed() {
-			t.Logf("log of %s (pid %d), last 200 lines:\n%s", name, n.cmd.Process.Pid, tail(n.log.String(), 200))
+			t.Logf("log of %s (pid %d), last %d lines:\n%s", name, n.cmd.Process.Pid, lines, tail(n.log.String(), lines))
 		}
 	})
 	testutil.Eventually(t, 60*time.Second, name+" to be ready", func() bool {
