@@ -287,6 +287,22 @@ func (f *folder) pullDir(ctx context.Context, r *index.Record) error {
 	return nil
 }
 
+// removeTempsIn removes lockstep's temp and partial files directly in dir,
+// which is to be deleted: they are no user's data, and would keep it.
+func (f *folder) removeTempsIn(dir string) {
+	entries, err := f.fs.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range entries {
+		if fsys.IsTemp(de.Name()) {
+			if err := f.fs.Remove(path.Join(dir, de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				f.log.Warn("removing a temp file", "name", path.Join(dir, de.Name()), "err", err)
+			}
+		}
+	}
+}
+
 // deleteFile removes the file or symlink name, which matched local when
 // looked at. It is moved aside first and checked again: a local write
 // that landed meanwhile puts it back (or, if the name was taken meanwhile,
@@ -341,6 +357,7 @@ func (f *folder) pullDelete(ctx context.Context, r *index.Record) error {
 			(*hook)(r.Name)
 		}
 		if cur.IsDir() {
+			f.removeTempsIn(r.Name) // a partial file of a pull, say: ours
 			if err := f.fs.Remove(r.Name); err != nil {
 				if errors.Is(err, syscall.ENOTEMPTY) {
 					return fmt.Errorf("directory not empty (it holds files that are not synced)")

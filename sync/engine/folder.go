@@ -58,10 +58,11 @@ type folder struct {
 	failures   map[string]string // the latest failure of each item, logged once
 	pullFailed bool              // err is a pull's
 
-	deletions  deletionHold  // the mass deletion guard's; the loop's only
-	ignores    *scan.Matcher // the latest scan's patterns, or nil
-	pullTotal  int64         // bytes this pull needs
-	pullDone   int64         // bytes of it done
+	deletions  deletionHold    // the mass deletion guard's; the loop's only
+	ignores    *scan.Matcher   // the latest scan's patterns, or nil
+	partials   map[string]bool // partial files of pulls, to remove once nothing is needed
+	pullTotal  int64           // bytes this pull needs
+	pullDone   int64           // bytes of it done
 	lastPulled time.Time
 
 	receivers map[crypt.DeviceID]bool // shares that are untrusted receivers
@@ -392,7 +393,8 @@ func (f *folder) removeTemps(ctx context.Context, dir string) {
 		}
 		switch {
 		case fsys.IsPartial(name) && !staleTemp(de):
-			// Kept for a pull to resume from.
+			// Kept for a pull to resume from, until nothing is needed.
+			f.notePartial(full)
 		case fsys.IsTemp(name):
 			if err := f.fs.Remove(full); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				f.log.Warn("removing a leftover temp file", "name", full, "err", err)

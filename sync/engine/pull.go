@@ -50,6 +50,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	need := f.set.Need()
 	if len(need) == 0 {
 		f.clearFailures() // what failed is needed no more
+		f.dropPartials()
 		return false
 	}
 	need, stopped := f.guardMassDelete(need, time.Now())
@@ -131,6 +132,9 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	f.mu.Lock()
 	f.allowMass = false
 	f.mu.Unlock()
+	if len(f.set.Need()) == 0 {
+		f.dropPartials()
+	}
 	switch {
 	case failed.Load() == 0:
 		f.setError(nil)
@@ -202,6 +206,32 @@ func (b *retryBackoff) next() time.Duration {
 
 // reset starts over after a pull went through.
 func (b *retryBackoff) reset() { b.cur = 0 }
+
+// notePartial remembers a partial file, to remove once nothing is needed.
+func (f *folder) notePartial(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.partials == nil {
+		f.partials = map[string]bool{}
+	}
+	f.partials[name] = true
+}
+
+// dropPartials removes the partial files of pulls, once the folder needs
+// nothing: a partial left by a pull that was given up (its file changed
+// here, or was deleted by its peer) would else stay for a day. The
+// folder's loop calls it between pulls, so none is being written.
+func (f *folder) dropPartials() {
+	f.mu.Lock()
+	names := f.partials
+	f.partials = nil
+	f.mu.Unlock()
+	for name := range names {
+		if err := f.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			f.log.Warn("removing a partial file", "name", name, "err", err)
+		}
+	}
+}
 
 // maxFailuresKept bounds the failures a folder remembers for its log.
 const maxFailuresKept = 10000
@@ -470,6 +500,9 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	var err error
 	if resumable {
 		file, tmp, err = f.fs.OpenPartial(r.Name)
+		if err == nil {
+			f.notePartial(tmp)
+		}
 	} else {
 		file, tmp, err = f.fs.CreateTemp(r.Name)
 	}

@@ -343,3 +343,48 @@ func TestChangedLocallyOnceThenFails(t *testing.T) {
 		t.Fatalf("retries after %v then %v", a, c)
 	}
 }
+
+// TestPartialsGo: a partial file left in a directory that peers delete
+// does not keep the directory ("directory not empty" stopped the folder
+// for good), and partial files of pulls given up go once the folder
+// needs nothing.
+func TestPartialsGo(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	dir := f.config().Path
+	if err := os.MkdirAll(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	me := crypt.DeviceID{9}
+	d := index.Record{Name: "d", Type: index.Dir, Mode: 0o755, Version: index.Vector{{ID: me.Short(), Value: 1}}}
+	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{d}); err != nil {
+		t.Fatal(err)
+	}
+	partial := filepath.Join(dir, filepath.FromSlash(fsys.PartialName("d/big.bin")))
+	if err := os.WriteFile(partial, []byte("half a pull"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.removeTemps(context.Background(), ".") // at start: kept, and noted
+	gone := d
+	gone.Deleted = true
+	gone.Version = d.Version.Update(peer.Short(), 2)
+	announce(t, f, peer, gone)
+	if retry := f.runPull(context.Background()); retry {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		t.Fatalf("deleting a directory holding a partial file failed: %s", f.err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("d is still there: %v", err)
+	}
+	// A partial elsewhere, of a pull given up, goes once nothing is needed.
+	other := filepath.Join(dir, filepath.FromSlash(fsys.PartialName("x.bin")))
+	if err := os.WriteFile(other, []byte("abandoned"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.notePartial(fsys.PartialName("x.bin"))
+	f.runPull(context.Background())
+	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a partial file of a pull given up is kept with nothing needed: %v", err)
+	}
+}
