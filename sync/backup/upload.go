@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,9 @@ func (u *upload) waitRoom(ctx context.Context) error {
 		}
 	}
 }
+
+// maxReceiverReason bounds the text of a receiver's reason kept for status.
+const maxReceiverReason = 200
 
 // ackStall is how long a receiver may take no step with this device's
 // messages waiting before it is reported.
@@ -288,10 +292,19 @@ func (u *upload) inline(ctx context.Context, recs []index.Record) []*protocol.In
 	return out
 }
 
-// SealedAck handles a receiver's acknowledgement of our records.
+// SealedAck handles a receiver's acknowledgement of our records, or its
+// word that it cannot store them (shown on its peer entry until it
+// acknowledges again).
 func (b *Backup) SealedAck(p *router.Peer, ack *protocol.SealedAck) {
 	u := b.upload(p, ack.GetFolder())
 	if u == nil {
+		return
+	}
+	if reason := ack.GetError(); reason != "" {
+		if len(reason) > maxReceiverReason {
+			reason = reason[:maxReceiverReason] + "…"
+		}
+		u.s.setStalled(u.peer, fmt.Sprintf("receiver %s cannot store this device's records: %s", u.peer.Short(), strings.ToValidUTF8(reason, "?")))
 		return
 	}
 	u.ack(ack.GetSequence())

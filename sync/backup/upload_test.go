@@ -202,3 +202,24 @@ func TestStalledReceiverReported(t *testing.T) {
 		t.Fatalf("still reported after an ack: %q", e)
 	}
 }
+
+// TestReceiverReasonShown: a receiver's word that it cannot store shows on
+// its peer entry, cut to a bounded length, until it acknowledges again.
+func TestReceiverReasonShown(t *testing.T) {
+	n := startForkNode(t)
+	p := n.peer(t, n.receiver)
+	u := n.b.newUpload(n.f, testKeys(t, 1), n.receiver)
+	l := n.b.link(p)
+	l.mu.Lock()
+	l.uploads["f"] = u
+	l.mu.Unlock()
+	n.b.SealedAck(p, &protocol.SealedAck{Folder: "f", Error: "writing pack: no space left on device" + strings.Repeat("!", 1000)})
+	e := n.receiverErr(t)
+	if !strings.Contains(e, "cannot store this device's records: writing pack: no space left on device") || len(e) > 400 {
+		t.Fatalf("peer entry = %q", e)
+	}
+	n.b.SealedAck(p, &protocol.SealedAck{Folder: "f", Sequence: 1})
+	if e := n.receiverErr(t); e != "" {
+		t.Fatalf("still reported after an ack: %q", e)
+	}
+}

@@ -1759,7 +1759,11 @@ type SealedAck struct {
 	// The folder ID.
 	Folder string `protobuf:"bytes,1,opt,name=folder,proto3" json:"folder,omitempty"`
 	// The highest sequence processed. Never negative (checked on receipt).
-	Sequence      int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Set while the sender cannot store what it was sent (a full disk, a
+	// bucket out of reach): why, for the peer's status. It retries, and
+	// clears this with its next ack. Text from the peer: shown, never acted on.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1806,6 +1810,13 @@ func (x *SealedAck) GetSequence() int64 {
 		return x.Sequence
 	}
 	return 0
+}
+
+func (x *SealedAck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 // ReceiverClaims is sent by a trusted device to a trusted peer sharing a
@@ -2064,10 +2075,11 @@ const file_lockstep_proto_rawDesc = "" +
 	"\n" +
 	"polynomial\x18\x02 \x01(\x04R\n" +
 	"polynomial\x12\x18\n" +
-	"\apadding\x18\x03 \x01(\fR\apadding\"?\n" +
+	"\apadding\x18\x03 \x01(\fR\apadding\"U\n" +
 	"\tSealedAck\x12\x16\n" +
 	"\x06folder\x18\x01 \x01(\tR\x06folder\x12\x1a\n" +
-	"\bsequence\x18\x02 \x01(\x03R\bsequence\"D\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"D\n" +
 	"\x0eReceiverClaims\x122\n" +
 	"\x06claims\x18\x01 \x03(\v2\x1a.lockstep.v1.ReceiverClaimR\x06claims\"\xa8\x01\n" +
 	"\rReceiverClaim\x12\x16\n" +

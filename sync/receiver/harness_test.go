@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -141,6 +142,7 @@ type trusted struct {
 	chunks   map[string][]byte
 	requests map[string]int
 	acks     []int64
+	ackErrs  []string
 	msgs     []*protocol.SealedIndex
 }
 
@@ -189,8 +191,18 @@ func (p *trusted) SealedIndex(_ protocol.DeviceID, idx *protocol.SealedIndex) er
 func (p *trusted) SealedAck(_ protocol.DeviceID, ack *protocol.SealedAck) error {
 	p.mu.Lock()
 	p.acks = append(p.acks, ack.GetSequence())
+	if ack.GetError() != "" {
+		p.ackErrs = append(p.ackErrs, ack.GetError())
+	}
 	p.mu.Unlock()
 	return nil
+}
+
+// ackErrors returns the reasons acks gave for not storing.
+func (p *trusted) ackErrors() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.ackErrs)
 }
 
 // lastAck returns the highest ack received, -1 for none.

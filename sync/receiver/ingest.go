@@ -103,6 +103,11 @@ func (r *Receiver) ingestRetrying(l *link, idx *protocol.SealedIndex) error {
 			r.log.Warn("cannot store sealed records; retrying", "folder", l.folder.id,
 				"device", crypt.DeviceID(l.p.Peer()), "err", err)
 			r.events.Publish(events.FolderError{Folder: l.folder.id, Error: se.Error()})
+			// The peer waits for the ack; tell it why it does not come,
+			// acknowledging again only what was acknowledged.
+			if aerr := l.p.SealedAck(l.ctx, &protocol.SealedAck{Folder: l.folder.id, Sequence: l.acked, Error: err.Error()}); aerr != nil && l.ctx.Err() == nil {
+				r.log.Debug("telling the peer why nothing is stored", "folder", l.folder.id, "err", aerr)
+			}
 		} else {
 			r.log.Debug("cannot store sealed records; retrying", "folder", l.folder.id,
 				"device", crypt.DeviceID(l.p.Peer()), "in", delay, "err", err)
@@ -200,6 +205,7 @@ func (r *Receiver) ingestOne(ctx context.Context, l *link, idx *protocol.SealedI
 	if err := l.p.SealedAck(ctx, &protocol.SealedAck{Folder: l.folder.id, Sequence: recs[len(recs)-1].GetSequence()}); err != nil {
 		return &peerError{fmt.Errorf("acknowledging: %w", err)}
 	}
+	l.acked = recs[len(recs)-1].GetSequence()
 	return nil
 }
 

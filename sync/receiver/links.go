@@ -35,8 +35,10 @@ type link struct {
 	senderDone   chan struct{}
 	acks         *acks
 
-	// Stored since the link started, for progress events; the ingester's.
+	// Stored since the link started, for progress events, and the last
+	// sequence acknowledged; the ingester's.
 	records, chunks, bytes int64
+	acked                  int64
 }
 
 // stop ends the link's goroutines and waits for them.

@@ -119,6 +119,11 @@ func TestIngestRetriesStoreErrors(t *testing.T) {
 	if got := p.lastAck(); got != 1 {
 		t.Fatalf("acknowledged up to %d while the store fails, want 1", got)
 	}
+	// The peer heard why: its status shows the reason.
+	testutil.Eventually(t, waitTimeout, "the peer told why nothing is stored", func() bool {
+		errs := p.ackErrors()
+		return len(errs) > 0 && strings.Contains(errs[0], syscall.ENOSPC.Error())
+	})
 
 	store.fail(nil)
 	testutil.Eventually(t, waitTimeout, "ack of 4", func() bool { return p.lastAck() == 4 })
