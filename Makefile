@@ -3,7 +3,8 @@ GO       ?= go
 BIN      := bin/lockstep
 HOME_DIR ?= .home
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X main.version=$(VERSION)
+COMMIT   ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: build run test test-short bench vet fmt proto
 
