@@ -43,3 +43,22 @@ func TestCLIUsageExitCodes(t *testing.T) {
 		t.Errorf("lockstep folder: exit %d, stdout %q; want the help", res.code, res.stdout)
 	}
 }
+
+// TestFolderAddRefusesFile: `folder add ID PATH` with PATH a file fails
+// with a clear line and adds nothing.
+func TestFolderAddRefusesFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	n := startNode(t, "a")
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	writeFile(t, file, []byte("a file, not a folder\n"), 0o644)
+	res := run(t, n.home, "folder", "add", "docs", file)
+	if res.code == 0 || !strings.Contains(res.stderr, "is not a directory") {
+		t.Fatalf("folder add on a file: exit %d, stderr %q", res.code, res.stderr)
+	}
+	assertOneLineError(t, res)
+	if st := n.status(); len(st.Folders) != 0 {
+		t.Fatalf("a folder was added on a file: %+v", st.Folders)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -198,6 +199,9 @@ func (s *Server) addFolder(ctx context.Context, req AddFolder) (db.Folder, error
 		return db.Folder{}, err
 	}
 	clean := filepath.Clean(req.Path)
+	if fi, err := os.Stat(clean); err == nil && !fi.IsDir() {
+		return db.Folder{}, badRequest(fmt.Sprintf("%s is not a directory", clean))
+	}
 	for _, f := range folders {
 		if overlaps(f.Path, clean) {
 			return db.Folder{}, badRequest(fmt.Sprintf("path overlaps folder %q at %s", f.ID, f.Path))
