@@ -331,7 +331,7 @@ func TestConsoleBrowser(t *testing.T) {
 
 	writeFile(t, filepath.Join(dirA, "hello.txt"), []byte("hello from a\n"), 0o644)
 	writeFile(t, filepath.Join(dirA, xssName+".txt"), []byte("not a script\n"), 0o644)
-	a.cli("folder", "scan", "docs")
+	a.cli("scan", "docs")
 
 	// b's folder page lists both files once they synced.
 	files, listed := "", false
@@ -565,7 +565,7 @@ func TestConsoleSettingsReceiver(t *testing.T) {
 	backUpTo(t, d, r, "docs", passwordFile(t, "receiver test password"))
 	waitBackedUp(t, d, r, "docs")
 	writeFile(t, filepath.Join(dir, "x.txt"), []byte("second version, longer"), 0o644)
-	d.cli("folder", "scan", "docs")
+	d.cli("scan", "docs")
 	held := func() int64 {
 		if f := r.encFolder("docs"); f.Receiver != nil {
 			return f.Receiver.Records
