@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 // acceptLoop accepts connections on ln until it is closed.
@@ -57,7 +58,7 @@ func (s *Service) AcceptRelayed(raw net.Conn, relay string) {
 }
 
 func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.Config, relay string) {
-	src := sourceOf(raw.RemoteAddr())
+	src := discover.SourceOf(raw.RemoteAddr())
 	if !s.limits.enter(src) {
 		raw.Close()
 		s.limits.logFailed(time.Now(), true)

@@ -1,7 +1,6 @@
 package connections
 
 import (
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -41,23 +40,6 @@ const (
 	// line counts the attempts since the previous one.
 	logEvery = time.Minute
 )
-
-// sourceOf is the source a connection from addr counts against: its IPv4
-// address, or the /64 of its IPv6 address (the least a site is given). An
-// address that is not IP gives the zero Prefix, one source for all such.
-func sourceOf(addr net.Addr) netip.Prefix {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return netip.Prefix{}
-	}
-	ip := ap.Addr().Unmap().WithZone("")
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits)
-	return p
-}
 
 // bucket is a token bucket: up to burst tokens, one more every period.
 type bucket struct {

@@ -21,6 +21,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/discover"
 	"lockstep/test/testutil"
 )
 
@@ -271,7 +272,7 @@ func TestHandshakesPerSource(t *testing.T) {
 	}
 	// The service sees them all before the next one comes.
 	testutil.Eventually(t, waitTimeout, "the silent handshakes to be under way", func() bool {
-		return sa.limits.handshaking(sourceOf(&net.TCPAddr{IP: src})) == maxHandshakesPerSource
+		return sa.limits.handshaking(discover.SourceOf(&net.TCPAddr{IP: src})) == maxHandshakesPerSource
 	})
 	extra, err := d.Dial("tcp", hostport)
 	if err != nil {
@@ -303,7 +304,7 @@ func TestPendingAllowance(t *testing.T) {
 	l := newLimits()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	src := func(i int) netip.Prefix {
-		return sourceOf(&net.TCPAddr{IP: net.IPv4(10, byte(i>>16), byte(i>>8), byte(i))})
+		return discover.SourceOf(&net.TCPAddr{IP: net.IPv4(10, byte(i>>16), byte(i>>8), byte(i))})
 	}
 	for i := range pendingBurst {
 		if !l.recordPending(src(0), t0) {
@@ -365,28 +366,3 @@ func TestLogLines(t *testing.T) {
 		t.Fatalf("after logEvery: log %v, %d skipped (want 4), %d unrecorded (want 2)", ok, skipped, unrecorded)
 	}
 }
-
-// TestSourceOf: an IPv4 address is its own source, IPv6 addresses count
-// by /64, an IPv4-mapped address as IPv4; what is not IP is one source.
-func TestSourceOf(t *testing.T) {
-	for addr, want := range map[string]string{
-		"192.0.2.1:5":                 "192.0.2.1/32",
-		"[::ffff:192.0.2.1]:5":        "192.0.2.1/32",
-		"[2001:db8:1:2:3:4:5:6]:5":    "2001:db8:1:2::/64",
-		"[2001:db8:1:2:ffff::1]:5":    "2001:db8:1:2::/64",
-		"[fe80::1%eth0]:5":            "fe80::/64",
-		"[2001:db8:1:3::1]:22000":     "2001:db8:1:3::/64",
-		"not an address":              "invalid Prefix",
-		"relay://192.0.2.1:22067/?id": "invalid Prefix",
-	} {
-		if got := sourceOf(stringAddr(addr)).String(); got != want {
-			t.Errorf("sourceOf(%s) = %s, want %s", addr, got, want)
-		}
-	}
-}
-
-// stringAddr is a net.Addr of any text.
-type stringAddr string
-
-func (a stringAddr) Network() string { return "tcp" }
-func (a stringAddr) String() string  { return string(a) }

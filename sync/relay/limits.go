@@ -2,7 +2,6 @@ package relay
 
 import (
 	"math"
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -32,23 +31,6 @@ const (
 	// sessions refused or dropped by these limits.
 	logEvery = time.Minute
 )
-
-// sourceOf is the source a connection from addr counts against: its IPv4
-// address, or the /64 of its IPv6 address (the least a site is given). An
-// address that is not IP gives the zero Prefix, one source for all such.
-func sourceOf(addr net.Addr) netip.Prefix {
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return netip.Prefix{}
-	}
-	ip := ap.Addr().Unmap().WithZone("")
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits)
-	return p
-}
 
 // heaviest returns the largest count, if it is more than mine+1: the
 // sources to take a place from for a newcomer whose source holds mine.

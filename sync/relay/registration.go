@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 // registration is a device's kept protocol connection. Writes come from the
@@ -38,7 +39,7 @@ func (r *registration) write(m *Message) error {
 // serveRegistration keeps peer's registration until the connection fails,
 // is silent for s.idle, breaks the protocol or is replaced.
 func (s *Server) serveRegistration(raw *net.TCPConn, tc *tls.Conn, peer crypt.DeviceID) {
-	r := &registration{id: peer, raw: raw, tc: tc, src: sourceOf(raw.RemoteAddr()), since: time.Now()}
+	r := &registration{id: peer, raw: raw, tc: tc, src: discover.SourceOf(raw.RemoteAddr()), since: time.Now()}
 	old, dropped, refusal := s.register(r)
 	if refusal != "" {
 		s.noteLimit(false)

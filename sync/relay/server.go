@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 // ServerConfig configures a relay server.
@@ -302,7 +303,7 @@ func (s *Server) serveConnect(raw *net.TCPConn, tc *tls.Conn, from, target crypt
 		raw.SetReadDeadline(time.Now().Add(s.handshake))
 		io.CopyN(io.Discard, tc, MaxFrameSize)
 	}
-	key, reg, code, limited, dropped := s.newSession(from, target, sourceOf(raw.RemoteAddr()))
+	key, reg, code, limited, dropped := s.newSession(from, target, discover.SourceOf(raw.RemoteAddr()))
 	if limited {
 		s.noteLimit(dropped)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"math/big"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -281,21 +280,5 @@ func TestFullSessionsEvictHeaviestSource(t *testing.T) {
 	// 1, 1, 1, 1: fair; a newcomer is refused.
 	if code, _ := connectFrom(t, srv, freshIdentity(t), "127.0.0.5", b.ID); code != Response_TOO_MANY_SESSIONS {
 		t.Fatalf("a newcomer when full and fair: %v, want TOO_MANY_SESSIONS", code)
-	}
-}
-
-// TestSourceOf: an IPv4 address is its own source, IPv6 addresses count
-// by /64, an IPv4-mapped address as IPv4.
-func TestSourceOf(t *testing.T) {
-	for addr, want := range map[string]string{
-		"192.0.2.1:5":              "192.0.2.1/32",
-		"[::ffff:192.0.2.1]:5":     "192.0.2.1/32",
-		"[2001:db8:1:2:3:4:5:6]:5": "2001:db8:1:2::/64",
-		"[2001:db8:1:2:ffff::1]:5": "2001:db8:1:2::/64",
-	} {
-		ap := netip.MustParseAddrPort(addr)
-		if got := sourceOf(net.TCPAddrFromAddrPort(ap)).String(); got != want {
-			t.Errorf("sourceOf(%s) = %s, want %s", addr, got, want)
-		}
 	}
 }

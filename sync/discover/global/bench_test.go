@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 func BenchmarkParseAnnouncement(b *testing.B) {
@@ -37,7 +38,7 @@ func BenchmarkRegistry(b *testing.B) {
 	srcs := make([]netip.Prefix, devices)
 	for i := range ids {
 		binary.BigEndian.PutUint64(ids[i][:], uint64(i))
-		srcs[i] = sourceOf(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		srcs[i] = discover.Source(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 		if _, err := r.put(ids[i], addrs, srcs[i], now); err != nil {
 			b.Fatal(err)
 		}

@@ -62,18 +62,6 @@ func newRegistry(ttl time.Duration, max, perSource int) *registry {
 
 func (e entry) live(now, ttl int64) bool { return now-e.seen < ttl }
 
-// sourceOf is the source an announcement from ip counts against: the
-// address itself (IPv4), or its /64 (IPv6: the least a site is given).
-func sourceOf(ip netip.Addr) netip.Prefix {
-	ip = ip.Unmap().WithZone("")
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits) // the zero Prefix for the zero Addr
-	return p
-}
-
 // put replaces id's addresses, announced from src; an empty list forgets
 // id. A device new to the table, or announcing from another source, is
 // admitted under the limits of the type comment: errSourceFull or errFull

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"lockstep/crypt"
+	"lockstep/sync/discover"
 )
 
 // Server defaults and HTTP limits.
@@ -239,7 +240,7 @@ func (s *Server) handleAnnounce(w http.ResponseWriter, r *http.Request) {
 	}
 	ip := remoteIP(r.RemoteAddr)
 	addrs := resolveAddresses(a.Addresses, ip)
-	evicted, err := s.reg.put(id, addrs, sourceOf(ip), s.cfg.Now())
+	evicted, err := s.reg.put(id, addrs, discover.Source(ip), s.cfg.Now())
 	switch {
 	case errors.Is(err, errSourceFull):
 		s.noteLimit(true, false, ip)

@@ -9,7 +9,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -191,21 +190,5 @@ func TestFullTableEvictsHeaviestSource(t *testing.T) {
 	}
 	if got := s.Stats().Devices; got != 6 {
 		t.Fatalf("%d devices held, want 6", got)
-	}
-}
-
-// TestSourceOf: an IPv4 address is its own source, IPv6 addresses count
-// by /64, an IPv4-mapped address as IPv4.
-func TestSourceOf(t *testing.T) {
-	for addr, want := range map[string]string{
-		"192.0.2.1":            "192.0.2.1/32",
-		"::ffff:192.0.2.1":     "192.0.2.1/32",
-		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
-		"2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
-		"fe80::1%eth0":         "fe80::/64",
-	} {
-		if got := sourceOf(netip.MustParseAddr(addr)).String(); got != want {
-			t.Errorf("sourceOf(%s) = %s, want %s", addr, got, want)
-		}
 	}
 }
