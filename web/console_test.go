@@ -57,6 +57,12 @@ func newTestServer(t *testing.T) (*httptest.Server, *db.DB) {
 	return newTestServerEngine(t, fakeEngine{})
 }
 
+// backupOf is the Backup side of a fake engine that has one, else nil.
+func backupOf(eng Engine) Backup {
+	b, _ := eng.(Backup)
+	return b
+}
+
 // newTestServerEngine is newTestServer with eng as the engine.
 func newTestServerEngine(t *testing.T, eng Engine) (*httptest.Server, *db.DB) {
 	t.Helper()
@@ -67,7 +73,7 @@ func newTestServerEngine(t *testing.T, eng Engine) (*httptest.Server, *db.DB) {
 	t.Cleanup(func() { database.Close() })
 	var id crypt.DeviceID
 	id[0] = 7
-	s, err := New(context.Background(), "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(context.Background(), "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, Backup: backupOf(eng), APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func startServer(t *testing.T, bus *events.Bus, eng Engine, adjust func(*Server)
 	t.Cleanup(func() { database.Close() })
 	var id crypt.DeviceID
 	id[0] = 7
-	s, err := New(context.Background(), "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, Events: bus, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(context.Background(), "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, Backup: backupOf(eng), Events: bus, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

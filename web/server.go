@@ -51,8 +51,8 @@ type Config struct {
 	DB     *db.DB
 	Conns  Connections
 	Engine Engine
-	// Backup shares folders with receivers; nil takes it from Engine when
-	// that has its methods too (test fakes do).
+	// Backup shares folders with receivers; nil for a node without
+	// encrypted shares.
 	Backup Backup
 	// Receiver reports encrypted folders; nil on a node without them.
 	Receiver Receiver
@@ -123,9 +123,6 @@ const shutdownGrace = 5 * time.Second
 func New(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.Backup == nil {
-		cfg.Backup, _ = cfg.Engine.(Backup)
 	}
 	if cfg.Backup == nil {
 		cfg.Backup = noBackup{}

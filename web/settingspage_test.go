@@ -147,7 +147,7 @@ func newSettingsServer(t *testing.T) (string, *settingsEngine, *fakeReceiver, *h
 		{Path: evilName, ID: "ab-1", Stored: base.Add(time.Hour), Size: 15, Receiver: recv},
 	}}
 	rcv := &fakeReceiver{}
-	s, err := New(ctx, "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, Receiver: rcv, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(ctx, "127.0.0.1:0", Config{ID: id, DB: database, Conns: fakeConns{}, Engine: eng, Backup: backupOf(eng), Receiver: rcv, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
