@@ -74,14 +74,21 @@ func (b *Backup) newUpload(f Folder, keys *crypt.Keys, peer crypt.DeviceID) *upl
 // while messages wait is reported on its peer entry (its store may be
 // failing: it retries, and this side waits), until it acknowledges again.
 func (u *upload) waitRoom(ctx context.Context) error {
-	tick := time.NewTicker(ackStall / 4)
-	defer tick.Stop()
+	var tick *time.Ticker // made when the window is full, not per message
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
 		u.mu.Lock()
 		n, idle := len(u.inflight), time.Since(u.active)
 		u.mu.Unlock()
 		if n < sealedWindow {
 			return nil
+		}
+		if tick == nil {
+			tick = time.NewTicker(ackStall / 4)
 		}
 		if idle >= ackStall {
 			u.s.setStalled(u.peer, fmt.Sprintf("receiver %s has stored nothing of this device for %s: its storage may be failing (see its status)", u.peer.Short(), idle.Round(time.Second)))

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"lockstep/crypt"
@@ -268,14 +270,9 @@ func (e *Engine) ServeBlock(req *protocol.Request) ([]byte, error) {
 	if !ok || l.Deleted || l.Type != index.File || f.ignoredName(req.GetName()) {
 		return nil, protocol.ErrNoSuchFile
 	}
-	announced := false
-	for _, b := range l.Blocks {
-		if b.Offset == req.GetOffset() && b.Size == req.GetSize() && (len(req.GetHash()) == 0 || string(b.Hash[:]) == string(req.GetHash())) {
-			announced = true
-			break
-		}
-	}
-	if !announced {
+	// Blocks tile the file in offset order (index.FromWire, the scanner).
+	i, found := slices.BinarySearchFunc(l.Blocks, req.GetOffset(), func(b index.Block, off int64) int { return cmp.Compare(b.Offset, off) })
+	if !found || l.Blocks[i].Size != req.GetSize() || (len(req.GetHash()) > 0 && string(l.Blocks[i].Hash[:]) != string(req.GetHash())) {
 		return nil, protocol.ErrNoSuchFile
 	}
 	return f.readBlock(req)

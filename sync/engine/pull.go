@@ -132,7 +132,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 	f.mu.Lock()
 	f.allowMass = false
 	f.mu.Unlock()
-	if len(f.set.Need()) == 0 {
+	if f.hasPartials() && len(f.set.Need()) == 0 {
 		f.dropPartials()
 	}
 	switch {
@@ -215,6 +215,14 @@ func (f *folder) notePartial(name string) {
 		f.partials = map[string]bool{}
 	}
 	f.partials[name] = true
+}
+
+// hasPartials reports whether a partial file is known, so that a pull
+// computes what is still needed only when there is one to drop.
+func (f *folder) hasPartials() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.partials) > 0
 }
 
 // dropPartials removes the partial files of pulls, once the folder needs
