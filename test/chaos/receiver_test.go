@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lockstep/test/testutil"
 )
 
 // Helpers for the scenarios with an untrusted receiver (README "Back up
@@ -37,13 +39,7 @@ func holdFolder(t testing.TB, r, d *node, id string) {
 func backUpTo(t testing.TB, d, r *node, id, pwFile string) {
 	t.Helper()
 	d.cli("device", "add", r.ID, "--name", r.name, "--address", r.Listen, "--untrusted")
-	deadline := time.Now().Add(30 * time.Second)
-	for !d.connectedTo(r.ID) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not connect to %s within 30s", d.name, r.name)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, d.name+" connected to "+r.name, func() bool { return d.connectedTo(r.ID) })
 	d.cli("folder", "share", id, r.ID, "--password-file", pwFile)
 }
 
