@@ -1,6 +1,8 @@
 // Package discover holds what lockstep's discovery packages share: the
 // parser of the addresses devices announce, tcp://HOST:PORT and
-// relay://HOST:PORT/?id=RELAYDEVICEID. Local discovery (package local) and
+// relay://HOST:PORT/?id=RELAYDEVICEID, and the source (Source) that the
+// discovery service, the relay and the connection service count a peer
+// against in their per-source limits. Local discovery (package local) and
 // global discovery (package global) apply their own policy on top: which
 // hosts to keep, and what an unspecified host stands for.
 //
