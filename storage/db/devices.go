@@ -32,6 +32,9 @@ type Device struct {
 	// TrustChangedAt (read only) is when SetDeviceTrust last changed
 	// Untrusted; zero if it never did.
 	TrustChangedAt time.Time
+	// Paused (read only; SetDevicePaused changes it): the device is
+	// neither dialled nor let in.
+	Paused bool
 }
 
 // Errors of a device's trust.
@@ -155,7 +158,7 @@ func (db *DB) SetDeviceTrust(ctx context.Context, id string, untrusted, confirme
 	return nil
 }
 
-const deviceColumns = "id, name, addresses, untrusted, added_at, last_seen, trust_changed_at, " +
+const deviceColumns = "id, name, addresses, untrusted, added_at, last_seen, trust_changed_at, paused, " +
 	"EXISTS (SELECT 1 FROM untrusted_history h WHERE h.device_id = devices.id)"
 
 // scanDevice reads one row of deviceColumns.
@@ -166,7 +169,7 @@ func scanDevice(row interface{ Scan(...any) error }) (Device, error) {
 		added, seen, changed int64
 		untrustedFlag        int
 	)
-	if err := row.Scan(&d.ID, &d.Name, &addrs, &untrustedFlag, &added, &seen, &changed, &d.WasUntrusted); err != nil {
+	if err := row.Scan(&d.ID, &d.Name, &addrs, &untrustedFlag, &added, &seen, &changed, &d.Paused, &d.WasUntrusted); err != nil {
 		return Device{}, err
 	}
 	if err := json.Unmarshal([]byte(addrs), &d.Addresses); err != nil {
