@@ -77,6 +77,7 @@ func (f *folder) commitBatch(ctx context.Context, batch []done, fail func(*index
 	f.lastPulled = time.Now()
 	f.mu.Unlock()
 	f.notifyIndex()
+	f.noteChanges(recs, false)
 	for i := range recs {
 		f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: recs[i].Name, Action: events.ActionUpdate})
 	}

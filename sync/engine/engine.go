@@ -143,7 +143,9 @@ func (e *Engine) Reload(ctx context.Context) error {
 	}
 	want := map[string]db.Folder{}
 	for _, f := range cfgs {
-		if f.Type != db.Encrypted { // the receiver's, not synced here
+		// An encrypted folder is the receiver's, not synced here; a paused
+		// one does not run: no scans, no pulls, nothing sent or served.
+		if f.Type != db.Encrypted && !f.Paused {
 			want[f.ID] = f
 		}
 	}

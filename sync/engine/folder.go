@@ -67,6 +67,8 @@ type folder struct {
 
 	receivers map[crypt.DeviceID]bool // shares that are untrusted receivers
 
+	changes changeLog // recent changes to its items, for the console
+
 	archive *versions.Archive // nil: versioning off
 
 	// beforeReplace, when set (tests), runs in commit after the file in
@@ -257,6 +259,9 @@ func (f *folder) serve(ctx context.Context) {
 	defer f.fs.Close()
 	f.removeTemps(ctx, ".")
 	f.applyJoinHint(ctx)
+	if err := f.announceLocalOnly(ctx); err != nil {
+		f.log.Warn("announcing the changes made while receive-only", "err", err)
+	}
 	if p, err := f.e.versioningPolicy(ctx, f.id); err != nil {
 		f.log.Warn("reading versioning policy; versioning is off", "err", err)
 	} else {

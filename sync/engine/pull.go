@@ -107,6 +107,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 			if err := f.pullDir(ctx, r); err != nil {
 				fail(r, err)
 			} else {
+				f.noteChanges([]index.Record{*r}, false)
 				f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: events.ActionUpdate})
 			}
 		default:
@@ -126,6 +127,7 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 			if deletes[i].Type != index.Dir {
 				f.deletions.note(time.Now(), 1)
 			}
+			f.noteChanges(deletes[i:i+1], false)
 			f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: deletes[i].Name, Action: events.ActionDelete})
 		}
 	}

@@ -61,6 +61,7 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 	var (
 		batch      []index.Record
 		batchBytes int64
+		changed    []index.Record // of batch, those with a new version
 	)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -69,7 +70,8 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 		if _, err := f.set.UpdateLocal(ctx, batch); err != nil {
 			return err
 		}
-		batch, batchBytes = batch[:0], 0
+		f.noteChanges(changed, true)
+		batch, batchBytes, changed = batch[:0], 0, changed[:0]
 		f.notifyIndex()
 		return nil
 	}
@@ -100,6 +102,7 @@ func (f *folder) scan(ctx context.Context, paths []string) error {
 			if cfg.Type == db.ReceiveOnly {
 				r.Flags |= index.FlagLocalOnly
 			}
+			changed = append(changed, r)
 		}
 		batch = append(batch, r)
 		batchBytes += r.Size
