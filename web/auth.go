@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -197,4 +198,17 @@ func checkPassword(hash, pw string) bool {
 // matches.
 func tokensEqual(a, b string) bool {
 	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// sendTo sends the browser to page (the login or setup page) when its
+// session is gone. A page's own script (htmx, console.js) asks with an
+// HX-Request header: it gets 401 and HX-Redirect, which htmx follows with
+// the whole window. A redirect would be followed inside the request, and
+// the login page pasted into the panel that asked.
+func sendTo(c echo.Context, page string) error {
+	if c.Request().Header.Get("HX-Request") != "" {
+		c.Response().Header().Set("HX-Redirect", page)
+		return c.String(http.StatusUnauthorized, "log in again")
+	}
+	return c.Redirect(http.StatusSeeOther, page)
 }

@@ -130,11 +130,11 @@ func (s *Server) requireConsole(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if hash == "" {
-			return c.Redirect(http.StatusSeeOther, "/setup")
+			return sendTo(c, "/setup")
 		}
 		sid, sess, ok := s.sessionFrom(c)
 		if !ok {
-			return c.Redirect(http.StatusSeeOther, "/login")
+			return sendTo(c, "/login")
 		}
 		if !safeMethod(c.Request().Method) && !tokensEqual(c.FormValue("csrf"), sess.csrf) {
 			return echo.NewHTTPError(http.StatusForbidden, "missing or wrong CSRF token")

@@ -2,9 +2,12 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -247,4 +250,170 @@ func getPage(t *testing.T, c *http.Client, u string) string {
 		t.Fatalf("GET %s: %s", u, resp.Status)
 	}
 	return string(b)
+}
+
+// node is a console server that a test stops and starts again on the same
+// address, over the same database.
+type node struct {
+	t    *testing.T
+	db   *db.DB
+	addr string
+	*liveServer
+}
+
+// startAgain serves a new Server on n's address (the first time, on a
+// port of its own); keep, when set, is the old server's sessions: a node
+// that came back without losing them.
+func (n *node) startAgain(bus *events.Bus, eng Engine, keep *sessions) {
+	t := n.t
+	t.Helper()
+	var id [32]byte
+	id[0] = 7
+	addr := n.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	s, err := New(context.Background(), addr, Config{ID: id, DB: n.db, Conns: fakeConns{}, Engine: eng, Backup: backupOf(eng), Events: bus, APIKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fallbackPoll = time.Hour
+	s.grace = 100 * time.Millisecond
+	if keep != nil {
+		s.sessions = keep
+	}
+	n.addr = s.ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.liveServer = &liveServer{Server: s, base: s.URL(), db: n.db, stop: cancel, done: make(chan error, 1)}
+	go func(ls *liveServer) { ls.done <- s.Serve(ctx) }(n.liveServer)
+}
+
+// halt stops the node's server and waits until it has.
+func (n *node) halt() {
+	n.t.Helper()
+	if n.liveServer == nil {
+		return
+	}
+	n.stop()
+	if err := <-n.done; err != nil {
+		n.t.Errorf("Serve returned %v", err)
+	}
+	n.liveServer = nil
+}
+
+func newNode(t *testing.T, bus *events.Bus, eng Engine) *node {
+	t.Helper()
+	database, err := db.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close() })
+	n := &node{t: t, db: database}
+	n.startAgain(bus, eng, nil)
+	t.Cleanup(n.halt)
+	return n
+}
+
+// waitPage is waitJS across navigations: until expr is true on the page
+// the tab shows, whichever it is.
+func waitPage(t *testing.T, tab context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(tab, time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	html, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	t.Fatalf("waiting for %s: timed out\n%s", what, html)
+}
+
+// location is the path of the tab's page.
+func location(t *testing.T, tab context.Context) string {
+	t.Helper()
+	loc, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.pathname`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// noLoginInPanels is a script that is true while no panel holds a login
+// or setup form.
+const noLoginInPanels = `!document.querySelector("[data-refresh-on] form[action='/login'], [data-refresh-on] form[action='/setup'], [data-refresh-on] #login")`
+
+// TestConsoleSessionEnds: a page whose session ends (the node forgot it)
+// goes to the login page at its next refresh, by an event or by a poll,
+// and never shows the login page inside a panel.
+func TestConsoleSessionEnds(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			bus := events.NewBus(0)
+			eng := newStateEngine(events.StateIdle)
+			ls := startServer(t, bus, eng, func(s *Server) {
+				s.fallbackPoll = time.Hour
+				if !stream {
+					s.cfg.Events = nil
+				}
+			})
+			addDocs(t, ls)
+			tab := consoleTab(t, ls)
+			openDashboard(t, tab, ls)
+			waitJS(t, tab, "docs idle", docsState("idle"))
+			if stream {
+				waitJS(t, tab, "the event stream to open", `document.body.dataset.live === "stream"`)
+			}
+			// sessionStorage outlives the page, which goes.
+			if _, err := chromedp.Run(tab, chromedp.Evaluate[bool](`(new MutationObserver(() => { if (!(`+noLoginInPanels+`)) sessionStorage.setItem("sawLogin", "1"); }).observe(document.body, {subtree: true, childList: true}), true)`)); err != nil {
+				t.Fatal(err)
+			}
+			ls.sessions.removeAll()
+			bus.Publish(events.FolderStateChanged{Folder: "docs", From: events.StateIdle, State: events.StateSyncing})
+			waitPage(t, tab, "the login page", `location.pathname === "/login" && !!document.getElementById("login")`)
+			if saw, _ := chromedp.Run(tab, chromedp.Evaluate[bool](`sessionStorage.getItem("sawLogin") === "1"`)); saw {
+				t.Error("a panel showed the login page")
+			}
+		})
+	}
+}
+
+// TestConsoleNodeGone: while the node does not answer the page says so in
+// a banner and stops claiming to be live; when the node is back it hides
+// the banner and refreshes its panels by itself; a node that came back
+// without the session (it restarted) sends the page to the login page.
+func TestConsoleNodeGone(t *testing.T) {
+	bus := events.NewBus(0)
+	eng := newStateEngine(events.StateIdle)
+	n := newNode(t, bus, eng)
+	addDocs(t, n.liveServer)
+	tab := consoleTab(t, n.liveServer)
+	openDashboard(t, tab, n.liveServer)
+	waitJS(t, tab, "docs idle", docsState("idle"))
+	waitJS(t, tab, "the event stream to open", `document.body.dataset.live === "stream"`)
+	banner := `(e => !!e && !e.hidden && e.offsetHeight > 0)(document.getElementById("offline"))`
+	if shown, _ := chromedp.Run(tab, chromedp.Evaluate[bool](banner)); shown {
+		t.Fatal("the offline banner shows while the node answers")
+	}
+
+	// Gone, then back with the session: the banner goes, the panels show
+	// what changed meanwhile.
+	keep := n.sessions
+	n.halt()
+	waitJS(t, tab, "the offline banner", banner+` && document.body.dataset.live === "down" && document.body.classList.contains("stale")`)
+	eng.set(events.StateSyncing)
+	n.startAgain(bus, eng, keep)
+	waitJS(t, tab, "the banner to go and docs syncing", `!(`+banner+`) && document.body.dataset.live === "stream" && `+docsState("syncing"))
+	if loc := location(t, tab); loc != "/" {
+		t.Errorf("the page moved to %s", loc)
+	}
+
+	// Restarted: the session is gone with the old process.
+	n.halt()
+	waitJS(t, tab, "the offline banner", banner)
+	n.startAgain(bus, eng, nil)
+	waitPage(t, tab, "the login page", `location.pathname === "/login" && !!document.getElementById("login")`)
 }

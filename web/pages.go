@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/skip2/go-qrcode"
@@ -28,6 +31,9 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.GET("/qr.png", s.getQR)
 	g.GET("/fragments/devices", s.getDevicesFragment)
 	g.GET("/fragments/folders", s.getFoldersFragment)
+	// The page script's probe while the node seems gone: 204 while the
+	// session lives, 401 with HX-Redirect once it has not.
+	g.GET("/fragments/alive", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	g.POST("/devices", s.postDeviceForm)
 	g.POST("/pending/accept", s.postAcceptForm)
 	g.POST("/folders", s.postFolderForm)
@@ -54,6 +60,7 @@ var templateFuncs = template.FuncMap{
 		return time.Since(*t).Round(time.Second).String() + " ago"
 	},
 	"versioningTypes": func() []string { return versioningTypes },
+	"flashOf":         readFlash,
 	"short": func(id string) string {
 		if i := strings.IndexByte(id, '-'); i > 0 {
 			return id[:i]
@@ -301,7 +308,7 @@ func (s *Server) formResult(c echo.Context, back, ok string, err error) error {
 		if !errors.As(err, &he) {
 			return err
 		}
-		msg = fmt.Sprintf("Error: %v", he.Message)
+		msg = s.errorMessage(err)
 	}
 	s.sessions.setFlash(c.Get(ctxSessionID).(string), msg)
 	if back != "/devices" && back != "/folders" {
@@ -361,3 +368,51 @@ type recordWriter struct {
 func (w *recordWriter) Header() http.Header         { return w.header }
 func (w *recordWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
 func (w *recordWriter) WriteHeader(code int)        { w.code = code }
+
+// errorPrefix marks a flash message as an error; the page shows it in the
+// error style, without the prefix.
+const errorPrefix = "Error: "
+
+// flash is a flash message as a page shows it.
+type flash struct {
+	Text  string
+	Error bool
+}
+
+// readFlash reads a flash message: nil for none.
+func readFlash(msg string) *flash {
+	if msg == "" {
+		return nil
+	}
+	if t, ok := strings.CutPrefix(msg, errorPrefix); ok {
+		return &flash{Text: t, Error: true}
+	}
+	return &flash{Text: msg}
+}
+
+// pageWording rewrites what the REST API says for the CLI (its flags and
+// commands) in the words of the console's forms.
+var pageWording = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`sharing with an untrusted device needs a password \(--password-file\)`), "enter the folder password: the untrusted device gets only data encrypted with it"},
+	{regexp.MustCompile(`give the folder a path \(--path\)`), "enter where the folder goes: a path on this machine"},
+	{regexp.MustCompile(`confirm that it may \('lockstep device set [^']*', or "confirm": true\)`), "confirm that it may on its Make trusted page"},
+	{regexp.MustCompile(`to make it trusted, which gives it plaintext, run 'lockstep device set [^']*'`), "to make it trusted, which gives it plaintext, use its Make trusted link"},
+	{regexp.MustCompile(`to make it untrusted run 'lockstep device set [^']*'`), "to make it untrusted use its Make untrusted link"},
+	{regexp.MustCompile(`add it with --untrusted, then, if it is to get plaintext, run 'lockstep device set [^']*'`), "add it as untrusted, then, if it is to get plaintext, use its Make trusted link"},
+	{regexp.MustCompile(`; see ` + "`versions`" + ` for those on receivers and give --version`), ""},
+	{regexp.MustCompile(` \(--[a-z-]+(?: [A-Z]+)?\)`), ""},
+}
+
+// pageWords is msg in the console's words, starting with a capital.
+func pageWords(msg string) string {
+	for _, w := range pageWording {
+		msg = w.re.ReplaceAllString(msg, w.with)
+	}
+	if r, size := utf8.DecodeRuneInString(msg); r != utf8.RuneError && unicode.IsLower(r) {
+		msg = string(unicode.ToUpper(r)) + msg[size:]
+	}
+	return msg
+}

@@ -127,10 +127,18 @@ func (s *Server) settingsResult(c echo.Context, id, ok string, err error) error 
 func (s *Server) errorMessage(err error) string {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
-		return fmt.Sprintf("Error: %v", he.Message)
+		return errorPrefix + pageWords(fmt.Sprint(he.Message))
 	}
 	s.cfg.Logger.Warn("console form failed", "err", err)
-	return fmt.Sprintf("Error: %v", err)
+	return errorPrefix + pageWords(err.Error())
+}
+
+// fieldLabels are the labels of the settings forms' number fields, for
+// their errors.
+var fieldLabels = map[string]string{
+	"keep": "Keep", "days": "Days",
+	"keepLast": "Keep last", "keepHourly": "Keep hourly", "keepDaily": "Keep daily", "keepWeekly": "Keep weekly",
+	"keepMonthly": "Keep monthly", "keepYearly": "Keep yearly", "keepDeletedDays": "Keep deleted files for days",
 }
 
 // formInts reads the named form fields as non-negative whole numbers; an
@@ -144,7 +152,11 @@ func formInts(c echo.Context, names ...string) ([]int, error) {
 		}
 		k, err := strconv.Atoi(v)
 		if err != nil || k < 0 {
-			return nil, badRequest(fmt.Sprintf("%s: want a whole number of 0 or more", n))
+			label := fieldLabels[n]
+			if label == "" {
+				label = n
+			}
+			return nil, badRequest(fmt.Sprintf("%s: enter a whole number, 0 or more", label))
 		}
 		out[i] = k
 	}

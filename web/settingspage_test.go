@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -155,16 +156,28 @@ func newSettingsServer(t *testing.T) (string, *settingsEngine, *fakeReceiver, *h
 	return ts.URL, eng, rcv, setUp(t, ts.URL)
 }
 
-// flashOf returns the flash message of the page at u ("" without one).
+var flashElement = regexp.MustCompile(`<p class="flash( flash-error)?" id="flash" role="(alert|status)">([^<]*)</p>`)
+
+// flashOf returns the flash message of the page at u ("" without one),
+// with "Error: " before one shown as an error (which must be an alert).
 func flashOf(t *testing.T, c *http.Client, u string) string {
 	t.Helper()
 	_, body := getBody(t, c, u)
-	i := strings.Index(body, `id="flash">`)
-	if i < 0 {
+	m := flashElement.FindStringSubmatch(body)
+	if m == nil {
+		if strings.Contains(body, `id="flash"`) {
+			t.Fatalf("GET %s: a flash of an unknown form in %s", u, body)
+		}
 		return ""
 	}
-	body = body[i+len(`id="flash">`):]
-	return body[:strings.Index(body, "</p>")]
+	isErr := m[1] != ""
+	if isErr != (m[2] == "alert") {
+		t.Fatalf("GET %s: flash %q: error style %v, role %s", u, m[3], isErr, m[2])
+	}
+	if isErr {
+		return "Error: " + m[3]
+	}
+	return m[3]
 }
 
 func TestSettingsVersioningForm(t *testing.T) {
@@ -196,8 +209,11 @@ func TestSettingsVersioningForm(t *testing.T) {
 	if p, _ := eng.Versioning(context.Background(), "docs"); p != (versions.Policy{Type: versions.Simple, Keep: 7}) {
 		t.Errorf("policy = %+v, want simple keep 7", p)
 	}
+	if got := flashOf(t, c, page); got != "Versioning saved." {
+		t.Errorf("flash %q after saving", got)
+	}
 	_, body = getBody(t, c, page)
-	for _, want := range []string{`id="flash">Versioning saved.`, `<option value="simple" selected>`, `id="versioning-keep" value="7"`, `id="versioning-days" value="0"`} {
+	for _, want := range []string{`<option value="simple" selected>`, `id="versioning-keep" value="7"`, `id="versioning-days" value="0"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("missing %q after saving:\n%s", want, body)
 		}
@@ -205,8 +221,8 @@ func TestSettingsVersioningForm(t *testing.T) {
 	// Refused policies show their error and change nothing.
 	for _, tc := range []struct{ typ, keep, days, want string }{
 		{"trashcan", "3", "", "keep applies only to simple"},
-		{"simple", "-1", "", "keep: want a whole number"},
-		{"simple", "x", "", "keep: want a whole number"},
+		{"simple", "-1", "", "Keep: enter a whole number"},
+		{"simple", "x", "", "Keep: enter a whole number"},
 		{"staggered", "", "36501", "days 36501 is not in"},
 		{"<b>bad</b>", "", "", `unknown type &#34;&lt;b&gt;bad&lt;/b&gt;&#34;`},
 	} {
@@ -249,10 +265,10 @@ func TestSettingsRetentionPreviewPrune(t *testing.T) {
 	if got, _ := rcv.Retention(context.Background(), "vault"); got != want {
 		t.Errorf("retention = %+v, want %+v", got, want)
 	}
-	_, body = getBody(t, c, page)
-	if !strings.Contains(body, `id="flash">Retention saved.`) {
-		t.Errorf("no saved note:\n%s", body)
+	if got := flashOf(t, c, page); got != "Retention saved." {
+		t.Errorf("flash %q after saving", got)
 	}
+	_, body = getBody(t, c, page)
 	for i, f := range fields {
 		if w := `name="` + f + `" value="` + string(rune('1'+i)) + `"`; !strings.Contains(body, w) {
 			t.Errorf("missing %s", w)
@@ -260,7 +276,7 @@ func TestSettingsRetentionPreviewPrune(t *testing.T) {
 	}
 	form.Set("keepWeekly", "-1")
 	post(t, c, base+"/folders/vault/settings/retention", form)
-	if got := flashOf(t, c, page); !strings.Contains(got, "Error: keepWeekly") {
+	if got := flashOf(t, c, page); !strings.Contains(got, "Error: Keep weekly: enter a whole number") {
 		t.Errorf("negative count: flash %q", got)
 	}
 	if got, _ := rcv.Retention(context.Background(), "vault"); got != want {
@@ -321,9 +337,9 @@ func TestVersionsPageRestoreAll(t *testing.T) {
 	}
 	before := len(eng.restores())
 	for _, tc := range []struct{ at, to, want string }{
-		{"yesterday", "/r", "Error: time &#34;yesterday&#34;"},
-		{"", "/r", "Error: time"},
-		{"2026-01-02T05:05", " ", "Error: name the directory"},
+		{"yesterday", "/r", "Error: Time &#34;yesterday&#34;"},
+		{"", "/r", "Error: Time"},
+		{"2026-01-02T05:05", " ", "Error: Name the directory"},
 	} {
 		post(t, c, page+"/restore-all", url.Values{"csrf": {tok}, "at": {tc.at}, "to": {tc.to}})
 		if f := flashOf(t, c, page); !strings.HasPrefix(f, tc.want) {

@@ -80,7 +80,7 @@ func (s *Server) getVersionsPage(c echo.Context) error {
 			if !errors.As(err, &he) {
 				return err
 			}
-			p.Flash = fmt.Sprintf("Error: %v", he.Message)
+			p.Flash = s.errorMessage(err)
 		}
 	}
 	return s.render(c, http.StatusOK, "versions.html", p)
@@ -97,15 +97,9 @@ func (s *Server) postRestoreForm(c echo.Context) error {
 	path, version := c.FormValue("path"), c.FormValue("version")
 	msg := fmt.Sprintf("Restored %s.", path)
 	if path == "" || version == "" {
-		msg = "Error: choose a version to restore"
+		msg = errorPrefix + "Choose a version to restore."
 	} else if err := s.callREST(c, s.postRestore, Restore{Path: path, Version: version}, "id", f.ID); err != nil {
-		var he *echo.HTTPError
-		if !errors.As(err, &he) {
-			s.cfg.Logger.Warn("console restore failed", "folder", f.ID, "path", path, "err", err)
-			msg = fmt.Sprintf("Error: %v", err)
-		} else {
-			msg = fmt.Sprintf("Error: %v", he.Message)
-		}
+		msg = s.errorMessage(err)
 	}
 	s.sessions.setFlash(c.Get(ctxSessionID).(string), msg)
 	back := "/folders/" + url.PathEscape(f.ID) + "/versions?path=" + url.QueryEscape(path)

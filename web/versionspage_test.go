@@ -181,9 +181,8 @@ func TestVersionsPageRestoreCSRF(t *testing.T) {
 	if got := eng.restores(); len(got) != 1 || got[0] != "docs:v-old→" {
 		t.Fatalf("restores = %v, want [docs:v-old→] (in place)", got)
 	}
-	_, body := getBody(t, c, base+want)
-	if !strings.Contains(body, `id="flash">Restored &lt;script&gt;alert(1)&lt;/script&gt;.txt.</p>`) {
-		t.Errorf("the outcome is not on the page:\n%s", body)
+	if got := flashOf(t, c, base+want); got != `Restored &lt;script&gt;alert(1)&lt;/script&gt;.txt.` {
+		t.Errorf("the outcome on the page: %q", got)
 	}
 	// The flash is shown once.
 	if _, body := getBody(t, c, base+want); strings.Contains(body, `id="flash"`) {
@@ -192,14 +191,14 @@ func TestVersionsPageRestoreCSRF(t *testing.T) {
 	// A failed restore shows its error.
 	eng.failWith = fs.ErrNotExist
 	post(t, c, base+"/folders/docs/versions/restore", form(tok))
-	if _, body := getBody(t, c, base+want); !strings.Contains(body, `id="flash">Error: `) {
-		t.Errorf("the failure is not on the page:\n%s", body)
+	if got := flashOf(t, c, base+want); !strings.HasPrefix(got, "Error: ") {
+		t.Errorf("the failure on the page: %q", got)
 	}
 	// A form without a version restores nothing.
 	eng.failWith = nil
 	post(t, c, base+"/folders/docs/versions/restore", url.Values{"csrf": {tok}, "path": {evilName}})
-	if _, body := getBody(t, c, base+want); !strings.Contains(body, `id="flash">Error: choose a version`) {
-		t.Errorf("an empty version was not refused:\n%s", body)
+	if got := flashOf(t, c, base+want); got != "Error: Choose a version to restore." {
+		t.Errorf("an empty version: flash %q", got)
 	}
 	if got := eng.restores(); len(got) != 1 {
 		t.Errorf("restores = %v, want only the first", got)

@@ -23,19 +23,25 @@ document.addEventListener("DOMContentLoaded", function () {
   followNode();
 });
 
-// followNode keeps the page's live panels fresh. A panel is an element
-// with hx-trigger="refresh" and data-refresh-on="Type ...": the event
-// types after which it reloads. The body names the node's event stream
-// (data-events, from data-events-since: the page shows the node as it was
-// then) and data-poll, the milliseconds between polls of every panel while
-// the stream is down; a node without a stream is only polled. The body's
-// data-live says which is on: "stream" or "poll".
+// followNode keeps the page's live panels fresh, and says when the node
+// cannot be reached. A panel is an element with hx-trigger="refresh" and
+// data-refresh-on="Type ...": the event types after which it reloads. The
+// body names the node's event stream (data-events, from
+// data-events-since: the page shows the node as it was then) and
+// data-poll, the milliseconds between polls of every panel while the
+// stream is down; a node without a stream is only polled. The body's
+// data-live says which is on: "stream", "poll", or "down" while the node
+// does not answer; then the #offline banner shows, the panels are marked
+// stale, and the node is asked again, sooner at first, until it answers.
+// A session that ended (the node restarted, or it expired) sends the
+// window to the login page: the node answers a panel's request with 401
+// and HX-Redirect, which htmx follows.
 function followNode() {
-  var panels = Array.prototype.slice.call(document.querySelectorAll("[data-refresh-on]"));
   var body = document.body;
-  if (panels.length === 0 || !window.htmx) {
+  if (!body.dataset.poll || !window.htmx) {
     return;
   }
+  var panels = Array.prototype.slice.call(document.querySelectorAll("[data-refresh-on]"));
   var types = {};
   panels.forEach(function (p) {
     p.dataset.refreshOn.split(/\s+/).forEach(function (t) {
@@ -45,6 +51,7 @@ function followNode() {
     });
   });
   types = Object.keys(types);
+  var banner = document.getElementById("offline");
 
   // refresh reloads a panel soon, once for a burst of events.
   var refresh = function (p) {
@@ -61,16 +68,82 @@ function followNode() {
     panels.forEach(refresh);
   };
 
-  var url = body.dataset.events;
+  var url = panels.length > 0 ? body.dataset.events : "";
   var since = body.dataset.eventsSince;
   var stream = null;
+  var down = false;
+  var retry = null;
+  var delay = 1000;
+  var probing = false;
+
+  var login = function (to) {
+    window.location.assign(to || "/login");
+  };
+  var mode = function () {
+    return stream && stream.readyState === EventSource.OPEN ? "stream" : "poll";
+  };
+  var setDown = function () {
+    if (!down) {
+      down = true;
+      body.dataset.live = "down";
+      body.classList.add("stale");
+      if (banner) {
+        banner.hidden = false;
+      }
+    }
+    clearTimeout(retry);
+    retry = setTimeout(probe, delay);
+    delay = Math.min(delay * 2, 10000);
+  };
+  var setUp = function () {
+    delay = 1000;
+    clearTimeout(retry);
+    if (!down) {
+      body.dataset.live = mode();
+      return;
+    }
+    down = false;
+    body.classList.remove("stale");
+    if (banner) {
+      banner.hidden = true;
+    }
+    body.dataset.live = mode();
+    refreshAll();
+    if (url && (!stream || stream.readyState === EventSource.CLOSED)) {
+      open();
+    }
+  };
+  // probe asks the node whether it is there and the session lives.
+  var probe = function () {
+    if (probing) {
+      return;
+    }
+    probing = true;
+    fetch("/fragments/alive", {headers: {"HX-Request": "true"}, cache: "no-store", credentials: "same-origin"}).then(function (r) {
+      probing = false;
+      if (r.status === 401) {
+        login(r.headers.get("HX-Redirect"));
+      } else if (r.ok) {
+        setUp();
+      } else {
+        setDown();
+      }
+    }, function () {
+      probing = false;
+      setDown();
+    });
+  };
+
   var open = function () {
     stream = new EventSource(url + "?since=" + encodeURIComponent(since) + "&types=" + types.join(","));
     stream.addEventListener("open", function () {
-      body.dataset.live = "stream";
+      setUp();
     });
     stream.addEventListener("error", function () {
-      body.dataset.live = "poll";
+      if (!down) {
+        body.dataset.live = "poll";
+      }
+      probe();
     });
     // Events missed: every panel may be stale.
     stream.addEventListener("Resync", function (e) {
@@ -88,18 +161,41 @@ function followNode() {
       });
     });
   };
+
+  // A panel's request that could not reach the node; one that did.
+  body.addEventListener("htmx:sendError", setDown);
+  body.addEventListener("htmx:afterRequest", function (e) {
+    if (e.detail.successful) {
+      setUp();
+    }
+  });
+  // Never paste a whole page into a panel: a request redirected to the
+  // login or setup page means the session is gone.
+  body.addEventListener("htmx:beforeSwap", function (e) {
+    var to = e.detail.xhr.responseURL ? new URL(e.detail.xhr.responseURL).pathname : "";
+    if (to === "/login" || to === "/setup") {
+      e.detail.shouldSwap = false;
+      login(to);
+    }
+  });
+
   body.dataset.live = "poll";
   if (url) {
     open();
   }
-  // While the stream is down the panels are polled. The browser reopens a
+  // While the stream is down the panels are polled (a page without
+  // panels only asks whether the node is there). The browser reopens a
   // stream that broke by itself; one it gave up on (an HTTP error) is
   // opened again here, from the last event seen.
   setInterval(function () {
-    if (stream && stream.readyState === EventSource.OPEN) {
+    if (down || (stream && stream.readyState === EventSource.OPEN)) {
       return;
     }
-    refreshAll();
+    if (panels.length > 0) {
+      refreshAll();
+    } else {
+      probe();
+    }
     if (stream && stream.readyState === EventSource.CLOSED) {
       open();
     }
