@@ -1,0 +1,193 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"lockstep/crypt"
+	"lockstep/storage/db"
+	"lockstep/sync/backup"
+	"lockstep/sync/engine"
+	"lockstep/sync/events"
+	"lockstep/sync/versions"
+)
+
+// phoneEngine runs "docs", syncing, with local and receiver versions of
+// a file whose name is long.
+type phoneEngine struct {
+	*versionsEngine
+}
+
+func (phoneEngine) FolderStatus(id string) (engine.FolderStatus, bool) {
+	if id != "docs" {
+		return engine.FolderStatus{}, false
+	}
+	st := engine.FolderStatus{State: "syncing", PullTotal: 4 << 20, PullDone: 1 << 20}
+	st.LocalFiles, st.LocalBytes, st.GlobalFiles, st.GlobalBytes = 3, 3<<20, 7, 7<<20
+	st.NeedFiles, st.NeedBytes = 4, 4<<20
+	return st, true
+}
+
+func (phoneEngine) Versioning(context.Context, string) (versions.Policy, error) {
+	return versions.Policy{Type: versions.Simple, Keep: 5}, nil
+}
+
+// The everyday controls of the folder page: nothing needed, nothing
+// changed, no ignore patterns.
+func (phoneEngine) ScanAll() {}
+func (phoneEngine) Needed(context.Context, string, int) ([]engine.Needed, int, error) {
+	return nil, 0, nil
+}
+func (phoneEngine) RecentChanges(context.Context, string) ([]engine.Change, error) { return nil, nil }
+func (phoneEngine) Ignores(context.Context, string) (string, error)               { return "", nil }
+func (phoneEngine) SetIgnores(context.Context, string, string) error              { return nil }
+
+// Names long enough to overflow a phone's width unless they wrap.
+const (
+	longName   = "a-device-name-that-goes-on-and-on-without-any-space-at-all"
+	longFolder = "photos-of-the-whole-family-from-every-holiday"
+	longFile   = "holiday/2026/a-file-name-that-goes-on-and-on-without-any-space-at-all.jpg"
+)
+
+// phoneServer serves a node with everything a page can show: a trusted
+// and an untrusted device with long names, a pending device and an
+// encrypted folder offer, a syncing folder shared with both devices, a
+// receiver's encrypted folder, and versions of a long file name.
+func phoneServer(t *testing.T) (*liveServer, crypt.DeviceID) {
+	t.Helper()
+	base := time.Date(2026, 12, 4, 3, 30, 1, 0, time.UTC)
+	var laptop, vps, stranger crypt.DeviceID
+	laptop[0], vps[0], stranger[0] = 1, 2, 3
+	eng := phoneEngine{&versionsEngine{
+		local: []versions.Version{
+			{Path: longFile, ID: "v-2", Time: base.Add(time.Hour), Size: 2 << 20},
+			{Path: longFile, ID: "v-1", Time: base, Size: 1 << 20},
+		},
+		remote: []backup.ReceiverVersion{
+			{Path: longFile, ID: "02-2", Stored: base.Add(2 * time.Hour), Size: 3 << 20, Receiver: vps},
+			{Path: longFile, ID: "02-1", Stored: base, Size: 1 << 20, Receiver: vps},
+		},
+	}}
+	ls := startServer(t, events.NewBus(0), eng, func(s *Server) { s.cfg.Receiver = &fakeReceiver{} })
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ls.db.PutDevice(ctx, db.Device{ID: laptop.String(), Name: longName, Addresses: []string{"tcp://laptop-with-a-long-host-name.example.org:22100"}}))
+	must(ls.db.PutDevice(ctx, db.Device{ID: vps.String(), Name: "vps", Addresses: []string{"dynamic"}, Untrusted: true}))
+	must(ls.db.PutFolder(ctx, db.Folder{ID: "docs", Label: longFolder, Path: "/home/someone/" + longFolder, Type: db.SendReceive}))
+	must(ls.db.PutFolder(ctx, db.Folder{ID: "vault", Path: "/srv/lockstep/" + longFolder, Type: db.Encrypted}))
+	must(ls.db.ShareFolder(ctx, "docs", laptop.String()))
+	must(ls.db.ShareFolder(ctx, "docs", vps.String()))
+	must(ls.db.ShareFolder(ctx, "vault", laptop.String()))
+	must(ls.db.AddPendingDevice(ctx, db.PendingDevice{ID: stranger.String(), Name: longName, Address: "192.168.100.200:54321"}))
+	must(ls.db.AddPendingFolder(ctx, db.PendingFolder{DeviceID: laptop.String(), FolderID: longFolder, Label: longFolder, Encrypted: true}))
+	must(ls.db.PutFiles(ctx, "docs", db.LocalDevice, []db.FileRecord{
+		{Name: longFile, Type: db.TypeFile, Size: 3 << 20, ModTime: base, Sequence: 1},
+		{Name: "holiday", Type: db.TypeDir, ModTime: base, Sequence: 2},
+	}))
+	return ls, laptop
+}
+
+// overflow is a script that lists what does not fit the page's width:
+// the page itself when it scrolls sideways, and every control or link
+// that reaches beyond the viewport.
+const overflow = `(() => {
+	const w = document.documentElement.clientWidth;
+	const out = [];
+	if (document.documentElement.scrollWidth > w) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
+	document.querySelectorAll("button, a, input, select, textarea, progress").forEach(e => {
+		const r = e.getBoundingClientRect();
+		if (r.width === 0 && r.height === 0) return;
+		if (r.right > w + 0.5 || r.left < -0.5) out.push(e.tagName + " " + (e.id || e.className || e.name || e.textContent.trim().slice(0, 30)) + " spans " + Math.round(r.left) + " to " + Math.round(r.right));
+	});
+	return out;
+})()`
+
+// TestPagesFitPhone: at 390 px (a phone) and at desktop width every page
+// fits: no sideways scrolling, every button and link within the viewport.
+func TestPagesFitPhone(t *testing.T) {
+	ls, laptop := phoneServer(t)
+	tab := consoleTab(t, ls)
+	pages := []string{
+		"/", "/devices", "/folders", "/folders/docs", "/folders/vault",
+		"/folders/docs/versions?path=" + longFile, "/folders/docs/settings", "/folders/vault/settings",
+		"/devices/" + laptop.String() + "/trust", "/devices/" + laptop.String() + "/remove", "/folders/docs/remove",
+	}
+	for _, width := range []int64{390, 1280} {
+		ctx, cancel := context.WithTimeout(tab, waitTimeout)
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, 844, chromedp.EmulateMobile)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		check := func(p string) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(tab, waitTimeout)
+			defer cancel()
+			if err := chromedp.Do(ctx, chromedp.Navigate(ls.base+p), chromedp.WaitReady(chromedp.CSS("main"))); err != nil {
+				t.Fatalf("opening %s: %v", p, err)
+			}
+			bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](overflow))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) > 0 {
+				t.Errorf("at %d px, %s does not fit:\n  %s", width, p, strings.Join(bad, "\n  "))
+			}
+			// To look at them: LOCKSTEP_SCREENSHOTS=DIR.
+			if dir := os.Getenv("LOCKSTEP_SCREENSHOTS"); dir != "" {
+				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("phone-%d%s.png", width, strings.NewReplacer("/", "_", "?", "_", "=", "_").Replace(p))
+				if len(name) > 80 {
+					name = name[:76] + ".png"
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, p := range pages {
+			check(p)
+		}
+		// Logged out: the login page.
+		ctx, cancel = context.WithTimeout(tab, waitTimeout)
+		if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		check("/login")
+		sid := ls.sessions.create()
+		httpOnly := true
+		ctx, cancel = context.WithTimeout(tab, waitTimeout)
+		if _, err := chromedp.Call(ctx, network.SetCookie, network.SetCookieParams{Name: ls.cookie(sessionCookie), Value: sid, URL: ls.base, HTTPOnly: &httpOnly}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	// The setup page, of a node without a password yet.
+	fresh := startServer(t, nil, fakeEngine{}, nil)
+	ctx, cancel := context.WithTimeout(tab, waitTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Navigate(fresh.base+"/setup"), chromedp.WaitReady(chromedp.CSS("#setup"))); err != nil {
+		t.Fatal(err)
+	}
+	if bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](overflow)); err != nil || len(bad) > 0 {
+		t.Errorf("at 390 px the setup page does not fit: %v %s", err, strings.Join(bad, "; "))
+	}
+}
+
