@@ -48,8 +48,8 @@ func (phoneEngine) Needed(context.Context, string, int) ([]engine.Needed, int, e
 	return nil, 0, nil
 }
 func (phoneEngine) RecentChanges(context.Context, string) ([]engine.Change, error) { return nil, nil }
-func (phoneEngine) Ignores(context.Context, string) (string, error)               { return "", nil }
-func (phoneEngine) SetIgnores(context.Context, string, string) error              { return nil }
+func (phoneEngine) Ignores(context.Context, string) (string, error)                { return "", nil }
+func (phoneEngine) SetIgnores(context.Context, string, string) error               { return nil }
 
 // Names long enough to overflow a phone's width unless they wrap.
 const (
@@ -190,4 +190,3 @@ func TestPagesFitPhone(t *testing.T) {
 		t.Errorf("at 390 px the setup page does not fit: %v %s", err, strings.Join(bad, "; "))
 	}
 }
-
