@@ -101,6 +101,8 @@ type DeviceStatus struct {
 	WasUntrusted bool `json:"wasUntrusted,omitempty"`
 	// TrustChangedAt is when the device's trust last changed.
 	TrustChangedAt *time.Time `json:"trustChangedAt,omitempty"`
+	// Paused: the device is neither dialled nor let in until resumed.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // AddDevice is the body of POST /rest/devices. Untrusted or Trusted set

@@ -148,6 +148,9 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			if f.Error != "" {
 				fs.State, fs.Error = "error", f.Error
 			}
+			if f.Paused {
+				fs.State = "paused"
+			}
 		}
 		out = append(out, fs)
 	}

@@ -41,6 +41,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	s.versionPageRoutes(g)
 	s.settingsPageRoutes(g)
 	s.managePageRoutes(g)
+	s.controlPageRoutes(g)
 	s.downloadRoutes(g)
 }
 
@@ -210,6 +211,8 @@ type folderPage struct {
 	Encrypted      bool
 	Retention      *Retention
 	RetentionError string
+	// Controls are a synced folder's everyday controls (controls.go).
+	Controls *folderControls
 }
 
 // getFolderPage shows one folder and the files this device has in it.
@@ -259,6 +262,7 @@ func (s *Server) getFolderPage(c echo.Context) error {
 		return err
 	}
 	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
+	p.Controls = s.folderControlsOf(c, p.Folder.ID)
 	return s.render(c, http.StatusOK, "folder.html", p)
 }
 

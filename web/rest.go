@@ -26,6 +26,7 @@ func (s *Server) restRoutes(r *echo.Group) {
 	r.PUT("/console/password", s.putConsolePassword)
 	s.folderRoutes(r)
 	s.manageRESTRoutes(r)
+	s.controlRoutes(r)
 }
 
 func (s *Server) getStatus(c echo.Context) error {
@@ -68,7 +69,7 @@ func (s *Server) deviceStatusOf(d db.Device) DeviceStatus {
 
 // deviceStatus is d's status, connected when live (by device ID) has it.
 func deviceStatus(d db.Device, live map[string]connections.Info) DeviceStatus {
-	ds := DeviceStatus{ID: d.ID, Name: d.Name, Addresses: nonNil(d.Addresses), Untrusted: d.Untrusted, WasUntrusted: d.WasUntrusted}
+	ds := DeviceStatus{ID: d.ID, Name: d.Name, Addresses: nonNil(d.Addresses), Untrusted: d.Untrusted, WasUntrusted: d.WasUntrusted, Paused: d.Paused}
 	if ci, ok := live[d.ID]; ok {
 		ds.Connected, ds.Address, ds.Connection = true, ci.Addr, ci.Type
 	}

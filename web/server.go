@@ -36,6 +36,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/connections"
+	"lockstep/sync/engine"
 	"lockstep/sync/events"
 )
 
@@ -268,6 +269,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		code = http.StatusNotFound
 	case errors.Is(err, db.ErrConstraint):
 		code = http.StatusBadRequest
+	case errors.Is(err, engine.ErrPaused):
+		code = http.StatusConflict
 	}
 	if code >= 500 {
 		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
