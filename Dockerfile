@@ -42,11 +42,13 @@ EXPOSE 22100 22100/udp 8385 8443 22067
 # /healthz needs no login. serve.json, written once the node is ready,
 # says where the console listens (http or https on 127.0.0.1); the
 # console's certificate is in the home and names 127.0.0.1, so curl
-# verifies it instead of skipping verification. A node run with --no-gui
-# has no console to ask and shows as unhealthy.
+# verifies it instead of skipping verification. The body is checked too:
+# another path would answer a redirect to the login page, which curl -f
+# takes for success. A node run with --no-gui has no console to ask and
+# shows as unhealthy.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=2m --retries=3 \
     CMD gui="$(sed -n 's/^ *"gui": *"\([^"]*\)".*/\1/p' "$LOCKSTEP_HOME/serve.json")" \
         && [ -n "$gui" ] \
-        && curl -fsS --max-time 5 --cacert "$LOCKSTEP_HOME/gui-cert.pem" "$gui/healthz" >/dev/null
+        && curl -fsS --max-time 5 --cacert "$LOCKSTEP_HOME/gui-cert.pem" "$gui/healthz" | grep -q '"status":"ok"'
 ENTRYPOINT ["lockstep-entrypoint"]
 CMD ["serve"]

@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test test-short bench vet fmt proto
+.PHONY: build run test test-short bench vet fmt proto docker
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockstep
@@ -32,6 +32,11 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# The container image, stamped like `make build` (.git is not in its
+# build context).
+docker:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t lockstep:$(VERSION) -t lockstep:latest .
 
 # Regenerates the protocol's Go code (needs protoc and protoc-gen-go).
 proto:
