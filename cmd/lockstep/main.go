@@ -71,6 +71,7 @@ func newRoot() *cobra.Command {
 	)
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
+	addControls(root, g)
 	refuseUnknownSubcommands(root)
 	return root
 }

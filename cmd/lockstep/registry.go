@@ -30,12 +30,23 @@ func (r *registry) Peers(ctx context.Context) ([]connections.Peer, error) {
 			// Only valid IDs are ever stored; a bad row must not stop the rest.
 			continue
 		}
+		if d.Paused {
+			// Neither dialled nor let in; left out, its connection is
+			// dropped at the next reload.
+			continue
+		}
 		out = append(out, connections.Peer{ID: id, Addresses: d.Addresses})
 	}
 	return out, nil
 }
 
 func (r *registry) Pending(ctx context.Context, id crypt.DeviceID, addr string) error {
+	if _, err := r.db.Device(ctx, id.String()); err == nil {
+		// A paused device, refused: it is known, not pending.
+		return nil
+	} else if !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
 	now := time.Now()
 	if err := r.db.AddPendingDevice(ctx, db.PendingDevice{ID: id.String(), Address: addr, FirstSeen: now, LastSeen: now}); err != nil {
 		return err
