@@ -51,12 +51,13 @@ const (
 	labelRecord     = "record"
 	labelPolynomial = "polynomial"
 	labelChunkNonce = "chunk-nonce" // derived from the chunk key, not the folder key
+	labelCheckpoint = "checkpoint"
 	subkeySize      = 32
 )
 
 // Keys are a folder's subkeys, each HKDF-SHA256(folderKey, salt=nil,
-// info="lockstep/v1/<label>") for the labels chunk-id, chunk, name and
-// record, and the folder's chunker polynomial: restic/chunker's
+// info="lockstep/v1/<label>") for the labels chunk-id, chunk, name,
+// record and checkpoint, and the folder's chunker polynomial: restic/chunker's
 // DerivePolynomial reading the HKDF stream with label "polynomial". The
 // chunk nonce key is HKDF-SHA256(chunk key, salt=nil,
 // info="lockstep/v1/chunk-nonce").
@@ -70,12 +71,13 @@ type Keys struct {
 	chunkNonce [subkeySize]byte
 	name       [subkeySize]byte
 	record     [subkeySize]byte
+	checkpoint [subkeySize]byte
 	pol        chunker.Pol
 
 	idHashers, nonceHashers *keyedHashers
 	// nameMACs holds HMACs keyed with name: a new one allocates and
 	// hashes the key's two pads, several times the work of a file key.
-	nameMACs sync.Pool
+	nameMACs, markMACs sync.Pool
 
 	chunkAEAD  cipher.AEAD
 	recordAEAD cipher.AEAD
@@ -97,6 +99,7 @@ func DeriveKeys(k FolderKey) (*Keys, error) {
 		{k[:], labelChunk, &ks.chunk},
 		{k[:], labelName, &ks.name},
 		{k[:], labelRecord, &ks.record},
+		{k[:], labelCheckpoint, &ks.checkpoint},
 		{ks.chunk[:], labelChunkNonce, &ks.chunkNonce}, // after chunk
 	} {
 		r := hkdf.New(sha256.New, sk.secret, nil, []byte(kdfPrefix+sk.label))
@@ -111,6 +114,7 @@ func DeriveKeys(k FolderKey) (*Keys, error) {
 	ks.pol = pol
 	ks.idHashers, ks.nonceHashers = newKeyedHashers(ks.chunkID), newKeyedHashers(ks.chunkNonce)
 	ks.nameMACs.New = func() any { return hmac.New(sha256.New, ks.name[:]) }
+	ks.markMACs.New = func() any { return hmac.New(sha256.New, ks.checkpoint[:]) }
 
 	if ks.chunkAEAD, err = chacha20poly1305.NewX(ks.chunk[:]); err != nil {
 		return nil, fmt.Errorf("chunk cipher: %w", err)

@@ -20,6 +20,7 @@ import (
 
 func newRecover(g *globals) *cobra.Command {
 	var from, device, folder, passwordFile, to string
+	var acceptIncomplete bool
 	c := &cobra.Command{
 		Use:   "recover --from tcp://HOST:PORT --device RECEIVER_ID --folder ID --password-file F --to DIR",
 		Short: "Rebuild a folder from an untrusted receiver alone, verifying everything",
@@ -65,12 +66,18 @@ func newRecover(g *globals) *cobra.Command {
 				Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 				Version:  version,
 				Prefetch: prefetch,
+
+				AcceptIncomplete: acceptIncomplete,
 			})
 			pp.end()
-			if err != nil && !errors.Is(err, restore.ErrDamaged) {
+			if err != nil && !errors.Is(err, restore.ErrDamaged) && !errors.Is(err, restore.ErrIncomplete) {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "recovered %d files (%s) of folder %s into %s\n", res.Files, mib(res.Bytes), folder, target)
+			printProofs(stderr, res)
+			if errors.Is(err, restore.ErrIncomplete) && !acceptIncomplete {
+				return fmt.Errorf("%w; nothing was written (--accept-incomplete writes what the receiver holds)", err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "recovered %d files (%s) of folder %s into %s%s\n", res.Files, mib(res.Bytes), folder, target, asOf(res))
 			return err
 		},
 	}
@@ -79,10 +86,37 @@ func newRecover(g *globals) *cobra.Command {
 	c.Flags().StringVar(&folder, "folder", "", "the folder ID")
 	c.Flags().StringVar(&passwordFile, "password-file", "", "file holding the folder password (first line)")
 	c.Flags().StringVar(&to, "to", "", "directory to write the folder into (created; must be empty)")
+	c.Flags().BoolVar(&acceptIncomplete, "accept-incomplete", false, "write what the receiver holds even when its checkpoints prove records missing (exits non-zero still)")
 	for _, name := range []string{"from", "device", "folder", "password-file", "to"} {
 		_ = c.MarkFlagRequired(name)
 	}
 	return c
+}
+
+// asOf says when the state recovered was the newest a device had sealed.
+func asOf(res restore.Result) string {
+	if res.AsOf.IsZero() {
+		return ""
+	}
+	return ", as of " + res.AsOf.UTC().Format(time.RFC3339)
+}
+
+// printProofs warns of what the receiver's checkpoints do not prove.
+func printProofs(w io.Writer, res restore.Result) {
+	if len(res.Proofs) == 0 {
+		fmt.Fprintln(w, "warning: the receiver's log carries no checkpoint (written by an older lockstep?): that it holds every record can't be proven")
+		return
+	}
+	for _, p := range res.Proofs {
+		if !p.Complete {
+			fmt.Fprintf(w, "warning: device %s's checkpoint of %s: the receiver gives %d of its %d files at their newest version or fewer\n",
+				p.Origin.Short(), p.AsOf.UTC().Format(time.RFC3339), p.Found, p.Files)
+		}
+		if p.After > 0 {
+			fmt.Fprintf(w, "warning: %d records of device %s came after its last checkpoint (%s): nothing proves the receiver holds all of them\n",
+				p.After, p.Origin.Short(), p.AsOf.UTC().Format(time.RFC3339))
+		}
+	}
 }
 
 // loadOrInitIdentity loads the home's identity, initialising the home as

@@ -140,13 +140,27 @@ func (u *upload) lookup(id crypt.ChunkID) (blockRef, bool) {
 }
 
 // seal turns local records into sealed records, registering their chunks.
-func (u *upload) seal(recs []index.Record, pol uint64) ([]*protocol.SealedRecord, error) {
+// cp, if not nil, goes into the last record that is not a deletion (or the
+// last record): a deletion's record may go from the receiver with every
+// version of its file once it expires, and its checkpoint with it.
+func (u *upload) seal(recs []index.Record, pol uint64, cp *sealed.Checkpoint) ([]*protocol.SealedRecord, error) {
 	out := make([]*protocol.SealedRecord, 0, len(recs))
+	carrier := len(recs) - 1
+	for i := len(recs) - 1; i >= 0; i-- {
+		if !recs[i].Deleted {
+			carrier = i
+			break
+		}
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for i := range recs {
 		r := &recs[i]
-		sr, err := sealed.Seal(u.keys, u.f.ID(), u.b.id, r, pol)
+		var rcp *sealed.Checkpoint
+		if i == carrier {
+			rcp = cp
+		}
+		sr, err := sealed.SealWith(u.keys, u.f.ID(), u.b.id, r, pol, rcp)
 		if err != nil {
 			return nil, err
 		}
@@ -158,6 +172,24 @@ func (u *upload) seal(recs []index.Record, pol uint64) ([]*protocol.SealedRecord
 		out = append(out, sr)
 	}
 	return out, nil
+}
+
+// checkpoint returns the checkpoint of the folder's index at sequence
+// last, or nil when the index has moved past last (the pass that sends the
+// rest carries one) or holds local-only records (see
+// index.Set.EachAnnounced).
+func (u *upload) checkpoint(last int64) *sealed.Checkpoint {
+	d := sealed.NewDigest(u.keys)
+	seq, ok := u.f.Index().EachAnnounced(func(r *index.Record) {
+		if !r.Deleted {
+			d.Add(u.keys.FileKey(r.Name), uint64(r.Sequence))
+		}
+	})
+	if !ok || seq != last {
+		return nil
+	}
+	cp := d.Checkpoint(uint64(last), time.Now())
+	return &cp
 }
 
 // sendSealed sends the local records after start to a receiver, and then
@@ -175,17 +207,30 @@ func (u *upload) send(ctx context.Context, p *router.Peer, start int64) {
 		}
 		for len(recs) > 0 {
 			n := min(len(recs), maxSealedRecords)
-			batch, err := u.seal(recs[:n], pol)
+			// The pass's last message carries its checkpoint.
+			var cp *sealed.Checkpoint
+			if n == len(recs) {
+				cp = u.checkpoint(recs[n-1].Sequence)
+			}
+			batch, err := u.seal(recs[:n], pol, cp)
 			if err != nil {
 				f.Log().Error("sealing records", "err", err)
 				return
 			}
-			// Split further if the sealed records outgrow a message.
+			// Split further if the sealed records outgrow a message. A
+			// checkpoint must not arrive before the records it covers:
+			// the first part is sealed again without it.
 			size := 0
 			for i, sr := range batch {
 				size += proto.Size(sr) + 8
 				if size > maxSealedMessage && i > 0 {
 					batch, n = batch[:i], i
+					if cp != nil {
+						if batch, err = u.seal(recs[:n], pol, nil); err != nil {
+							f.Log().Error("sealing records", "err", err)
+							return
+						}
+					}
 					break
 				}
 			}

@@ -22,7 +22,7 @@ func TestUploadAckReleasesChunks(t *testing.T) {
 	u := n.b.newUpload(n.f, keys, crypt.DeviceID{4})
 	a, b := sampleRecord(), sampleRecord()
 	b.Name, b.Sequence = "b", 50
-	if _, err := u.seal([]index.Record{a}, 1); err != nil {
+	if _, err := u.seal([]index.Record{a}, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	id := keys.ChunkID(a.Blocks[0].Hash)
@@ -30,7 +30,7 @@ func TestUploadAckReleasesChunks(t *testing.T) {
 		t.Fatal("a sealed record's chunk is not served")
 	}
 	// The same chunk in a later record keeps it past the first ack.
-	if _, err := u.seal([]index.Record{b}, 1); err != nil {
+	if _, err := u.seal([]index.Record{b}, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	u.ack(a.Sequence)
@@ -155,7 +155,7 @@ func TestServeChunk(t *testing.T) {
 	l.mu.Lock()
 	l.uploads["f"] = u
 	l.mu.Unlock()
-	if _, err := u.seal([]index.Record{r}, 1); err != nil {
+	if _, err := u.seal([]index.Record{r}, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	id := keys.ChunkID(r.Blocks[0].Hash)

@@ -307,6 +307,25 @@ func (s *Set) LocalSince(seq int64) []Record {
 	return out
 }
 
+// EachAnnounced calls fn for every local record peers are told of, under
+// the read lock so that together they are the index at one sequence, and
+// returns the highest sequence among them. It returns ok false, having
+// called fn for none or some, when a local record is FlagLocalOnly: what
+// peers hold of that name is an older record the set no longer has. fn
+// must not keep r or call into s.
+func (s *Set) EachAnnounced(fn func(r *Record)) (seq int64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.local {
+		if r.Flags&FlagLocalOnly != 0 {
+			return 0, false
+		}
+		seq = max(seq, r.Sequence)
+		fn(r)
+	}
+	return seq, true
+}
+
 // global returns the winning record of name among all devices, counting the
 // local record unless it is local-only. Callers hold mu.
 func (s *Set) global(name string) *Record {

@@ -221,3 +221,29 @@ func TestRemote(t *testing.T) {
 		t.Fatal("record of another device")
 	}
 }
+
+// TestEachAnnounced: every local record peers are told of, deleted ones
+// too, and the highest sequence; a local-only record makes the set unable
+// to say what peers hold.
+func TestEachAnnounced(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	v := Vector{{1, 1}}
+	if _, err := s.UpdateLocal(ctx, []Record{{Name: "a", Version: v}, {Name: "b", Version: v, Deleted: true}, {Name: "c", Version: v}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateLocal(ctx, []Record{{Name: "a", Version: Vector{{1, 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	seq, ok := s.EachAnnounced(func(r *Record) { got[r.Name] = r.Sequence })
+	if !ok || seq != 4 || len(got) != 3 || got["a"] != 4 || got["b"] != 2 || got["c"] != 3 {
+		t.Fatalf("EachAnnounced: seq %d ok %v records %v", seq, ok, got)
+	}
+	if _, err := s.UpdateLocal(ctx, []Record{{Name: "c", Version: Vector{{1, 3}}, Flags: FlagLocalOnly}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.EachAnnounced(func(*Record) {}); ok {
+		t.Fatal("EachAnnounced is ok with a local-only record")
+	}
+}

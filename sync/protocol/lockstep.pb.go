@@ -1696,7 +1696,12 @@ type SealedPayload struct {
 	// Zeros that bring the sealed record to a size class (sync/sealed), so
 	// that its length tells a receiver little of the name's length or of
 	// whether it is a file or a directory. Readers ignore it.
-	Padding       []byte `protobuf:"bytes,3,opt,name=padding,proto3" json:"padding,omitempty"`
+	Padding []byte `protobuf:"bytes,3,opt,name=padding,proto3" json:"padding,omitempty"`
+	// Set on one record of each upload pass: the state of the origin's
+	// index the pass brought the receiver to (sync/sealed). A device
+	// recovering from the receiver checks it, so that a receiver that
+	// drops or withholds records is found out.
+	Checkpoint    *Checkpoint `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1752,6 +1757,91 @@ func (x *SealedPayload) GetPadding() []byte {
 	return nil
 }
 
+func (x *SealedPayload) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+// Checkpoint is a trusted device's word on how much of its index a
+// receiver holds once an upload pass is stored: its records up to counter,
+// of which files were not deletions, with digest over them. Sealed inside
+// a record, so only holders of the folder key read or make one.
+type Checkpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The origin's highest counter the pass sent.
+	Counter uint64 `protobuf:"varint,1,opt,name=counter,proto3" json:"counter,omitempty"`
+	// How many names the origin's index held, not deleted, at counter.
+	Files uint64 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	// The XOR over those names' records of crypt.Keys.CheckpointMark(file
+	// key, counter): 32 bytes. Keyed, so a receiver can't find records
+	// whose marks cancel out.
+	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// When the pass was sealed, in nanoseconds since the Unix epoch.
+	TimeNs        int64 `protobuf:"varint,4,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_lockstep_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Checkpoint) GetCounter() uint64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetTimeNs() int64 {
+	if x != nil {
+		return x.TimeNs
+	}
+	return 0
+}
+
 // SealedAck says the sender has processed every SealedIndex of folder it
 // got from the peer up to the record with this sequence.
 type SealedAck struct {
@@ -1770,7 +1860,7 @@ type SealedAck struct {
 
 func (x *SealedAck) Reset() {
 	*x = SealedAck{}
-	mi := &file_lockstep_proto_msgTypes[18]
+	mi := &file_lockstep_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1872,7 @@ func (x *SealedAck) String() string {
 func (*SealedAck) ProtoMessage() {}
 
 func (x *SealedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[18]
+	mi := &file_lockstep_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1885,7 @@ func (x *SealedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedAck.ProtoReflect.Descriptor instead.
 func (*SealedAck) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{18}
+	return file_lockstep_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SealedAck) GetFolder() string {
@@ -1840,7 +1930,7 @@ type ReceiverClaims struct {
 
 func (x *ReceiverClaims) Reset() {
 	*x = ReceiverClaims{}
-	mi := &file_lockstep_proto_msgTypes[19]
+	mi := &file_lockstep_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1942,7 @@ func (x *ReceiverClaims) String() string {
 func (*ReceiverClaims) ProtoMessage() {}
 
 func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[19]
+	mi := &file_lockstep_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1955,7 @@ func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverClaims.ProtoReflect.Descriptor instead.
 func (*ReceiverClaims) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{19}
+	return file_lockstep_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReceiverClaims) GetClaims() []*ReceiverClaim {
@@ -1901,7 +1991,7 @@ type ReceiverClaim struct {
 
 func (x *ReceiverClaim) Reset() {
 	*x = ReceiverClaim{}
-	mi := &file_lockstep_proto_msgTypes[20]
+	mi := &file_lockstep_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2003,7 @@ func (x *ReceiverClaim) String() string {
 func (*ReceiverClaim) ProtoMessage() {}
 
 func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[20]
+	mi := &file_lockstep_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2016,7 @@ func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverClaim.ProtoReflect.Descriptor instead.
 func (*ReceiverClaim) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{20}
+	return file_lockstep_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReceiverClaim) GetFolder() string {
@@ -2069,13 +2159,22 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x06sealed\x18\x05 \x01(\fR\x06sealed\x12\x16\n" +
 	"\x06chunks\x18\x06 \x03(\fR\x06chunks\x12\x1b\n" +
 	"\tstored_ns\x18\a \x01(\x03R\bstoredNs\x12\x18\n" +
-	"\adeleted\x18\b \x01(\bR\adeleted\"t\n" +
+	"\adeleted\x18\b \x01(\bR\adeleted\"\xad\x01\n" +
 	"\rSealedPayload\x12)\n" +
 	"\x04file\x18\x01 \x01(\v2\x15.lockstep.v1.FileInfoR\x04file\x12\x1e\n" +
 	"\n" +
 	"polynomial\x18\x02 \x01(\x04R\n" +
 	"polynomial\x12\x18\n" +
-	"\apadding\x18\x03 \x01(\fR\apadding\"U\n" +
+	"\apadding\x18\x03 \x01(\fR\apadding\x127\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\v2\x17.lockstep.v1.CheckpointR\n" +
+	"checkpoint\"m\n" +
+	"\n" +
+	"Checkpoint\x12\x18\n" +
+	"\acounter\x18\x01 \x01(\x04R\acounter\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x04R\x05files\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x17\n" +
+	"\atime_ns\x18\x04 \x01(\x03R\x06timeNs\"U\n" +
 	"\tSealedAck\x12\x16\n" +
 	"\x06folder\x18\x01 \x01(\tR\x06folder\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12\x14\n" +
@@ -2137,7 +2236,7 @@ func file_lockstep_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_lockstep_proto_goTypes = []any{
 	(MessageType)(0),       // 0: lockstep.v1.MessageType
 	(FolderType)(0),        // 1: lockstep.v1.FolderType
@@ -2162,9 +2261,10 @@ var file_lockstep_proto_goTypes = []any{
 	(*InlineChunk)(nil),    // 20: lockstep.v1.InlineChunk
 	(*SealedRecord)(nil),   // 21: lockstep.v1.SealedRecord
 	(*SealedPayload)(nil),  // 22: lockstep.v1.SealedPayload
-	(*SealedAck)(nil),      // 23: lockstep.v1.SealedAck
-	(*ReceiverClaims)(nil), // 24: lockstep.v1.ReceiverClaims
-	(*ReceiverClaim)(nil),  // 25: lockstep.v1.ReceiverClaim
+	(*Checkpoint)(nil),     // 23: lockstep.v1.Checkpoint
+	(*SealedAck)(nil),      // 24: lockstep.v1.SealedAck
+	(*ReceiverClaims)(nil), // 25: lockstep.v1.ReceiverClaims
+	(*ReceiverClaim)(nil),  // 26: lockstep.v1.ReceiverClaim
 }
 var file_lockstep_proto_depIdxs = []int32{
 	7,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
@@ -2181,12 +2281,13 @@ var file_lockstep_proto_depIdxs = []int32{
 	21, // 11: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
 	20, // 12: lockstep.v1.SealedIndex.inline:type_name -> lockstep.v1.InlineChunk
 	11, // 13: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
-	25, // 14: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	23, // 14: lockstep.v1.SealedPayload.checkpoint:type_name -> lockstep.v1.Checkpoint
+	26, // 15: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_lockstep_proto_init() }
@@ -2200,7 +2301,7 @@ func file_lockstep_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstep_proto_rawDesc), len(file_lockstep_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -34,6 +34,12 @@ var (
 	// damaged or missing on the receiver). Everything else was written; the
 	// Result says what was not.
 	ErrDamaged = errors.New("some data failed verification")
+	// ErrIncomplete: the newest checkpoint in the receiver's log (the one
+	// sealed last, by any device) covers records the log does not hold,
+	// or holds only in older versions: the receiver dropped or withheld
+	// them. Nothing was written, unless Options.AcceptIncomplete; the
+	// Result's Proofs say what is missing.
+	ErrIncomplete = errors.New("the receiver's log is missing records its newest checkpoint covers")
 	// ErrTargetNotEmpty: the target directory exists and is not empty, or
 	// is not a directory. Nothing was contacted or written.
 	ErrTargetNotEmpty = errors.New("target exists and is not an empty directory")
@@ -70,6 +76,10 @@ type Options struct {
 	// work area faulted in page by page, the prefetch's own memory use
 	// slowed those faults down more than it saved.
 	Prefetch bool
+	// AcceptIncomplete writes what the receiver holds even when its
+	// newest checkpoint proves records missing; Recover then returns
+	// ErrIncomplete after writing.
+	AcceptIncomplete bool
 
 	// logStall and envelopeWait, when set, replace logStallTimeout and
 	// envelopeTimeout (tests).
@@ -97,21 +107,31 @@ type Result struct {
 	// DamagedRecords counts sealed records that failed verification. Their
 	// names are unknown, so they are not in Damaged.
 	DamagedRecords int
+	// Proofs say, per device that sealed a checkpoint, whether the log
+	// held everything its newest checkpoint covers; none for a log of
+	// devices that seal no checkpoints (older versions).
+	Proofs []Proof
+	// AsOf is the time of the newest checkpoint: the state restored is at
+	// least that device's state then (zero: no checkpoint).
+	AsOf time.Time
 }
 
 // Recover fetches folder opts.Folder's current state from the receiver and
 // writes it under opts.To. It speaks to the receiver as a device that
 // holds nothing, so the receiver sends its whole record log; of each name
 // the winning version (index.Record.Wins, across all origins) is restored
-// unless it is a deletion.
+// unless it is a deletion. Before anything is written, the newest
+// checkpoint in the log is checked against the records (proof.go).
 //
 // Errors: ErrWrongPassword (wraps crypt.ErrWrongPassword), ErrNotShared
 // (the receiver does not offer the folder to this device, or refused the
 // device), ErrNoKey (the receiver holds no envelope), ErrTargetNotEmpty,
-// ErrDamaged (some files could not be verified: the Result lists them,
-// everything else is written), or a connection, protocol or file system
-// failure. On every error but ErrDamaged the Result counts what was written
-// before the failure.
+// ErrIncomplete (records missing: nothing written, or with
+// AcceptIncomplete everything held written), ErrDamaged (some files could
+// not be verified: the Result lists them, everything else is written), or
+// a connection, protocol or file system failure. On every error but
+// ErrDamaged and ErrIncomplete the Result counts what was written before
+// the failure.
 func Recover(ctx context.Context, opts Options) (Result, error) {
 	if err := opts.check(); err != nil {
 		return Result{}, err
@@ -172,6 +192,23 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	}
 	p := c.plan()
 	log.Debug("record log collected", "folder", opts.Folder, "names", len(c.best), "damaged records", c.bad)
+	proofs := c.proofs()
+	var asOf time.Time
+	var incomplete error
+	if n := newestProof(proofs); n != nil {
+		asOf = n.AsOf
+		if !n.Complete {
+			why := "the receiver dropped or withheld records, or a file changed while it was uploaded"
+			if c.bad > 0 {
+				why = fmt.Sprintf("%d records failed verification", c.bad)
+			}
+			incomplete = fmt.Errorf("%w: device %s's checkpoint of %s covers %d files; the log gives %d of them at their newest version or fewer (%s)",
+				ErrIncomplete, n.Origin.Short(), n.AsOf.UTC().Format(time.RFC3339), n.Files, n.Found, why)
+			if !opts.AcceptIncomplete {
+				return Result{Proofs: proofs, AsOf: asOf}, incomplete
+			}
+		}
+	}
 
 	if err := createTarget(opts.To); err != nil {
 		return Result{}, err
@@ -185,6 +222,7 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	w := newWriter(root, &sealedSource{conn: s.conn, keys: c.keys, folder: opts.Folder, early: pf}, log, opts.Progress)
 	res, err := w.write(ctx, p)
 	res.DamagedRecords = c.bad
+	res.Proofs, res.AsOf = proofs, asOf
 	if err != nil {
 		return res, err
 	}
@@ -196,9 +234,9 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 		}
 	}
 	if len(res.Damaged) > 0 || res.DamagedRecords > 0 {
-		return res, fmt.Errorf("%w: %s", ErrDamaged, damageSummary(res))
+		return res, errors.Join(incomplete, fmt.Errorf("%w: %s", ErrDamaged, damageSummary(res)))
 	}
-	return res, nil
+	return res, incomplete
 }
 
 // check reports a missing required option.

@@ -11,6 +11,10 @@
 // form and the folder's chunking polynomial), authenticated together with
 // a header of folder ID, file key, origin and counter (crypt.SealRecord).
 //
+// One record of each upload pass also carries a Checkpoint (checkpoint.go),
+// by which a device recovering from the receiver finds records dropped or
+// withheld.
+//
 // Invariants:
 //   - Open accepts a record only if every clear field agrees with what
 //     was sealed: the header opens the payload, the name's file key, the
@@ -54,7 +58,16 @@ var (
 // counter), with the folder's chunking polynomial pol. The result's
 // Sequence is r's; a sender renumbers it as its log needs.
 func Seal(keys *crypt.Keys, folderID string, origin crypt.DeviceID, r *index.Record, pol uint64) (*protocol.SealedRecord, error) {
+	return SealWith(keys, folderID, origin, r, pol, nil)
+}
+
+// SealWith is Seal that also seals cp (nil: none) into the record, for the
+// record that ends an upload pass.
+func SealWith(keys *crypt.Keys, folderID string, origin crypt.DeviceID, r *index.Record, pol uint64, cp *Checkpoint) (*protocol.SealedRecord, error) {
 	p := &protocol.SealedPayload{File: index.ToWire(r), Polynomial: pol}
+	if cp != nil {
+		p.Checkpoint = cp.toWire()
+	}
 	p.Padding = make([]byte, paddingFor(proto.Size(p)))
 	payload, err := proto.Marshal(p)
 	if err != nil {
@@ -121,51 +134,71 @@ func uvarintLen(n int) int {
 	return l
 }
 
+// Opened is a sealed record opened and checked.
+type Opened struct {
+	Record index.Record
+	// Polynomial is the chunking polynomial the record's folder used when
+	// it was sealed (0 from a sealer that did not say), so that a device
+	// recovering the folder chunks as its devices did.
+	Polynomial uint64
+	// Checkpoint is the checkpoint the record carries, or nil.
+	Checkpoint *Checkpoint
+}
+
 // Open opens and checks one sealed record of folderID: it must open under
 // its header, hold a valid file record filed under its own name's key with
 // the header's counter as sequence, and list exactly the chunk IDs of its
 // blocks. The record's Sequence is the origin's counter.
 func Open(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, error) {
-	r, _, err := OpenWithPolynomial(keys, folderID, sr)
-	return r, err
+	o, err := OpenAll(keys, folderID, sr)
+	return o.Record, err
 }
 
-// OpenWithPolynomial is Open that also returns the chunking polynomial the
-// record's folder used when it was sealed (0 from a sealer that did not
-// say), so that a device recovering the folder chunks as its devices did.
+// OpenWithPolynomial is Open that also returns the record's polynomial
+// (see Opened).
 func OpenWithPolynomial(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (index.Record, uint64, error) {
+	o, err := OpenAll(keys, folderID, sr)
+	return o.Record, o.Polynomial, err
+}
+
+// OpenAll is Open that returns everything the record holds.
+func OpenAll(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (Opened, error) {
 	if len(sr.GetFileKey()) != len(crypt.FileKey{}) || len(sr.GetOrigin()) != len(crypt.DeviceID{}) {
-		return index.Record{}, 0, ErrHeader
+		return Opened{}, ErrHeader
 	}
 	h := crypt.RecordHeader{Folder: folderID, File: crypt.FileKey(sr.GetFileKey()), Origin: crypt.DeviceID(sr.GetOrigin()), Counter: sr.GetCounter()}
 	payload, err := keys.OpenRecord(h, sr.GetSealed())
 	if err != nil {
-		return index.Record{}, 0, err
+		return Opened{}, err
 	}
 	var p protocol.SealedPayload
 	if err := proto.Unmarshal(payload, &p); err != nil {
-		return index.Record{}, 0, fmt.Errorf("%w: %w", ErrPayload, err)
+		return Opened{}, fmt.Errorf("%w: %w", ErrPayload, err)
 	}
 	r, err := index.FromWire(p.GetFile())
 	if err != nil {
-		return index.Record{}, 0, fmt.Errorf("%w: %w", ErrRecord, err)
+		return Opened{}, fmt.Errorf("%w: %w", ErrRecord, err)
 	}
 	if keys.FileKey(r.Name) != h.File {
-		return index.Record{}, 0, ErrFileKey
+		return Opened{}, ErrFileKey
 	}
 	if r.Deleted != sr.GetDeleted() {
-		return index.Record{}, 0, ErrDeleted
+		return Opened{}, ErrDeleted
 	}
 	if uint64(r.Sequence) != h.Counter {
-		return index.Record{}, 0, ErrCounter
+		return Opened{}, ErrCounter
 	}
 	if len(sr.GetChunks()) != len(r.Blocks) {
-		return index.Record{}, 0, ErrChunkList
+		return Opened{}, ErrChunkList
 	}
 	for i, b := range r.Blocks {
 		if id := keys.ChunkID(b.Hash); string(id[:]) != string(sr.GetChunks()[i]) {
-			return index.Record{}, 0, ErrChunkList
+			return Opened{}, ErrChunkList
 		}
 	}
-	return r, p.GetPolynomial(), nil
+	cp, err := checkpointFromWire(p.GetCheckpoint(), h.Counter)
+	if err != nil {
+		return Opened{}, err
+	}
+	return Opened{Record: r, Polynomial: p.GetPolynomial(), Checkpoint: cp}, nil
 }
