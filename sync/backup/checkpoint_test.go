@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"fmt"
 	"testing"
 
 	"lockstep/crypt"
@@ -54,6 +55,29 @@ func TestUploadCheckpoint(t *testing.T) {
 		}
 		if carries := o.Checkpoint != nil; carries != (i == 1) {
 			t.Errorf("record %d (%s, deleted %v) carries a checkpoint: %v", i, o.Record.Name, o.Record.Deleted, carries)
+		}
+	}
+}
+
+// BenchmarkUploadCheckpoint: the checkpoint of a 100,000-file folder,
+// computed once per upload pass.
+func BenchmarkUploadCheckpoint(b *testing.B) {
+	n := startForkNode(b)
+	keys := testKeys(b, 1)
+	u := n.b.newUpload(n.f, keys, crypt.DeviceID{4})
+	recs := make([]index.Record, 100_000)
+	for i := range recs {
+		recs[i] = index.Record{Name: fmt.Sprintf("dir-%03d/file-%06d.txt", i%1000, i), Type: index.File, Version: index.Vector{{ID: 9, Value: 1}}}
+	}
+	out, err := n.f.Index().UpdateLocal(b.Context(), recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	last := out[len(out)-1].Sequence
+	b.ResetTimer()
+	for b.Loop() {
+		if u.checkpoint(last) == nil {
+			b.Fatal("no checkpoint")
 		}
 	}
 }

@@ -29,7 +29,7 @@ type forkNode struct {
 	trusted, receiver crypt.DeviceID
 }
 
-func startForkNode(t *testing.T) *forkNode {
+func startForkNode(t testing.TB) *forkNode {
 	t.Helper()
 	n := &forkNode{id: crypt.DeviceID{9}, trusted: crypt.DeviceID{1}, receiver: crypt.DeviceID{2}, dir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,7 +120,7 @@ func sampleRecord() index.Record {
 	}
 }
 
-func testKeys(t *testing.T, b byte) *crypt.Keys {
+func testKeys(t testing.TB, b byte) *crypt.Keys {
 	t.Helper()
 	k, err := crypt.DeriveKeys(crypt.FolderKey{b})
 	if err != nil {
