@@ -97,7 +97,11 @@ func (s *Set) recount() {
 func (s *Set) account(name string, sign int64) {
 	l := s.local[name]
 	if l != nil && !l.Deleted {
-		s.counts.LocalFiles += sign
+		if l.Type == Dir {
+			s.counts.LocalDirectories += sign
+		} else {
+			s.counts.LocalFiles += sign
+		}
 		s.counts.LocalBytes += sign * l.Size
 	}
 	g := s.global(name)
@@ -105,7 +109,11 @@ func (s *Set) account(name string, sign int64) {
 		return
 	}
 	if !g.Deleted {
-		s.counts.GlobalFiles += sign
+		if g.Type == Dir {
+			s.counts.GlobalDirectories += sign
+		} else {
+			s.counts.GlobalFiles += sign
+		}
 		s.counts.GlobalBytes += sign * g.Size
 		for dev, m := range s.remote {
 			if r, ok := m[name]; ok && r.Version.Compare(g.Version) == Equal {
@@ -120,7 +128,11 @@ func (s *Set) account(name string, sign int64) {
 		}
 	}
 	if needs(l, g) {
-		s.counts.NeedFiles += sign
+		if g.Type == Dir {
+			s.counts.NeedDirectories += sign
+		} else {
+			s.counts.NeedFiles += sign
+		}
 		if !g.Deleted {
 			s.counts.NeedBytes += sign * g.Size
 		}
@@ -428,6 +440,9 @@ type Counts struct {
 	LocalFiles, LocalBytes   int64
 	GlobalFiles, GlobalBytes int64
 	NeedFiles, NeedBytes     int64
+	// Directories are counted apart from files (regular files and
+	// symlinks).
+	LocalDirectories, GlobalDirectories, NeedDirectories int64
 }
 
 // eachName calls fn once for every name any device has a record of, with
@@ -455,8 +470,9 @@ func (s *Set) eachName(fn func(name string, g *Record)) {
 	}
 }
 
-// Counts returns the folder's counts. Files count regular files,
-// directories and symlinks that are not deleted.
+// Counts returns the folder's counts. Files count regular files and
+// symlinks that are not deleted, Directories the directories; the need
+// counts deletions too.
 func (s *Set) Counts() Counts {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -475,8 +491,9 @@ func (s *Set) Completion(dev crypt.DeviceID) float64 {
 	switch {
 	case s.counts.GlobalBytes > 0:
 		return 100 * float64(have.bytes) / float64(s.counts.GlobalBytes)
-	case s.counts.GlobalFiles > 0:
-		return 100 * float64(have.files) / float64(s.counts.GlobalFiles)
+	case s.counts.GlobalFiles+s.counts.GlobalDirectories > 0:
+		// have.files counts directories too.
+		return 100 * float64(have.files) / float64(s.counts.GlobalFiles+s.counts.GlobalDirectories)
 	}
 	return 100
 }

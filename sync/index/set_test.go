@@ -84,7 +84,7 @@ func TestSetNeedAndPersistence(t *testing.T) {
 		t.Fatalf("remote sequence %d", s.RemoteSequence(devA))
 	}
 	c := s.Counts()
-	if c.NeedFiles != 3 || c.LocalFiles != 4 {
+	if c.NeedFiles != 1 || c.NeedDirectories != 2 || c.LocalFiles != 4 {
 		t.Fatalf("counts %+v", c)
 	}
 

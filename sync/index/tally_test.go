@@ -16,7 +16,11 @@ func bruteCounts(s *Set) Counts {
 	var c Counts
 	for _, r := range s.local {
 		if !r.Deleted {
-			c.LocalFiles++
+			if r.Type == Dir {
+				c.LocalDirectories++
+			} else {
+				c.LocalFiles++
+			}
 			c.LocalBytes += r.Size
 		}
 	}
@@ -25,11 +29,19 @@ func bruteCounts(s *Set) Counts {
 			return
 		}
 		if !g.Deleted {
-			c.GlobalFiles++
+			if g.Type == Dir {
+				c.GlobalDirectories++
+			} else {
+				c.GlobalFiles++
+			}
 			c.GlobalBytes += g.Size
 		}
 		if needs(s.local[name], g) {
-			c.NeedFiles++
+			if g.Type == Dir {
+				c.NeedDirectories++
+			} else {
+				c.NeedFiles++
+			}
 			if !g.Deleted {
 				c.NeedBytes += g.Size
 			}
@@ -188,5 +200,34 @@ func TestGlobalDeterministic(t *testing.T) {
 		if g, _ := s.Global("n"); g.Size != first.Size {
 			t.Fatalf("global is the record of size %d, then %d", first.Size, g.Size)
 		}
+	}
+}
+
+// TestCountsDirectories: directories are counted apart from files, so a
+// folder of three files in one directory has three files, not four, and
+// a peer's new directory is needed as a directory.
+func TestCountsDirectories(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	v := Vector{{devA.Short(), 1}}
+	if _, err := s.UpdateLocal(ctx, []Record{
+		{Name: "d", Type: Dir, Version: v},
+		{Name: "d/a", Size: 10, Version: v},
+		{Name: "d/b", Size: 20, Version: v},
+		{Name: "c", Size: 30, Version: v},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w := Vector{{devB.Short(), 1}}
+	if err := s.UpdateRemote(ctx, devB, []Record{{Name: "e", Type: Dir, Version: w}, {Name: "e/f", Size: 5, Version: w}}); err != nil {
+		t.Fatal(err)
+	}
+	want := Counts{
+		LocalFiles: 3, LocalDirectories: 1, LocalBytes: 60,
+		GlobalFiles: 4, GlobalDirectories: 2, GlobalBytes: 65,
+		NeedFiles: 1, NeedDirectories: 1, NeedBytes: 5,
+	}
+	if got := s.Counts(); got != want {
+		t.Fatalf("counts %+v, want %+v", got, want)
 	}
 }
