@@ -213,7 +213,7 @@ func (e *Engine) runningFolders() []*folder {
 func (e *Engine) Scan(folderID string) error {
 	f := e.folder(folderID)
 	if f == nil {
-		return fmt.Errorf("%w: folder %q", db.ErrNotFound, folderID)
+		return e.notRunning(context.Background(), folderID)
 	}
 	f.requestScan(nil)
 	return nil
