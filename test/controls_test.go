@@ -1,0 +1,302 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lockstep/test/testutil"
+)
+
+// The everyday controls through the real binary: pausing folders and
+// devices (and that it lasts across a restart), renaming a device,
+// unsharing, a folder's type, ignore patterns, what a folder needs and
+// why, and its recent changes.
+
+// quiet is how long a test watches for something that must not happen.
+const quiet = 4 * time.Second
+
+// folderStateOf is folder "f"'s state as `folder list --json` prints it.
+func folderStateOf(t *testing.T, n *node) string {
+	t.Helper()
+	var fs []struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal([]byte(n.cli("folder", "list", "--json")), &fs); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.ID == "f" {
+			return f.State
+		}
+	}
+	t.Fatalf("%s has no folder f", n.name)
+	return ""
+}
+
+// deviceEntry is one device as `device list --json` prints it.
+type deviceEntry struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+	Paused    bool   `json:"paused"`
+}
+
+func deviceOf(t *testing.T, n *node, id string) deviceEntry {
+	t.Helper()
+	var ds []deviceEntry
+	if err := json.Unmarshal([]byte(n.cli("device", "list", "--json")), &ds); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.ID == id {
+			return d
+		}
+	}
+	t.Fatalf("%s does not know %s", n.name, id)
+	return deviceEntry{}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// restart stops n and starts it again on its home, listening where it
+// did, so peers that dial it find it again.
+func restart(t *testing.T, n *node) *node {
+	t.Helper()
+	if err := n.stop(); err != nil {
+		t.Fatalf("stopping %s: %v", n.name, err)
+	}
+	return startNodeIn(t, n.name, n.home, "--listen", n.Listen)
+}
+
+// TestFolderPause: a paused folder takes nothing from its peer, says
+// "paused", stays paused across a restart, and catches up once resumed.
+func TestFolderPause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	c := newCluster(t, 2)
+	a, b := c.nodes[0], c.nodes[1]
+	writeFile(t, filepath.Join(c.dirs[0], "before.txt"), []byte("before"), 0o644)
+	waitSame(t, converge, c.dirs...)
+
+	b.cli("folder", "pause", "f")
+	if got := folderStateOf(t, b); got != "paused" {
+		t.Fatalf("b's folder after pause: %q, want paused", got)
+	}
+	writeFile(t, filepath.Join(c.dirs[0], "while-paused.txt"), []byte("x"), 0o644)
+	a.cli("scan", "f")
+	testutil.Eventually(t, converge, "a to record its change", func() bool {
+		return strings.Contains(a.cli("folder", "changes", "f"), "while-paused.txt")
+	})
+	consistently(t, quiet, "b's paused folder not getting while-paused.txt", func() bool {
+		return !exists(filepath.Join(c.dirs[1], "while-paused.txt"))
+	})
+	// A paused folder neither scans nor answers what it needs.
+	if r := run(t, b.home, "scan", "f"); r.code == 0 || !strings.Contains(r.stderr, "paused") {
+		t.Errorf("scan of a paused folder: exit %d, %s", r.code, r.stderr)
+	}
+	if r := run(t, b.home, "folder", "needed", "f"); r.code == 0 || !strings.Contains(r.stderr, "paused") {
+		t.Errorf("needed of a paused folder: exit %d, %s", r.code, r.stderr)
+	}
+
+	b = restart(t, b)
+	if got := folderStateOf(t, b); got != "paused" {
+		t.Fatalf("b's folder after a restart: %q, want paused", got)
+	}
+	testutil.Eventually(t, converge, "b to reconnect", func() bool { return b.connectedTo(a.ID) })
+	consistently(t, quiet, "b's folder, paused across the restart, not getting while-paused.txt", func() bool {
+		return !exists(filepath.Join(c.dirs[1], "while-paused.txt"))
+	})
+
+	b.cli("folder", "resume", "f")
+	waitSame(t, converge, c.dirs...)
+	if got := folderStateOf(t, b); got == "paused" {
+		t.Fatal("b's folder still paused after resume")
+	}
+}
+
+// TestDevicePauseAndRename: a paused device is disconnected and stays so
+// (neither dialled nor let in, nor listed as pending) across a restart;
+// resumed, it connects again. A rename shows in `device list`.
+func TestDevicePauseAndRename(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	c := newCluster(t, 2)
+	a, b := c.nodes[0], c.nodes[1]
+	testutil.Eventually(t, converge, "a and b to connect", func() bool { return a.connectedTo(b.ID) })
+
+	a.cli("device", "rename", b.ID, "the other laptop")
+	if out := a.cli("device", "list"); !strings.Contains(out, "the other laptop") {
+		t.Errorf("device list after a rename:\n%s", out)
+	}
+
+	a.cli("device", "pause", b.ID)
+	testutil.Eventually(t, converge, "a and b to disconnect", func() bool {
+		return !a.connectedTo(b.ID) && !b.connectedTo(a.ID)
+	})
+	if d := deviceOf(t, a, b.ID); !d.Paused || d.Name != "the other laptop" {
+		t.Errorf("a's entry of b: %+v, want paused and renamed", d)
+	}
+	writeFile(t, filepath.Join(c.dirs[1], "from-b.txt"), []byte("b"), 0o644)
+	b.cli("scan", "f")
+	// b keeps dialling a; a refuses it and does not list it as pending.
+	consistently(t, quiet, "a and b staying apart", func() bool {
+		return !a.connectedTo(b.ID) && !b.connectedTo(a.ID) && !exists(filepath.Join(c.dirs[0], "from-b.txt"))
+	})
+	if out := a.cli("pending"); strings.Contains(out, b.ID) {
+		t.Errorf("a lists the paused device as pending:\n%s", out)
+	}
+
+	a = restart(t, a)
+	if d := deviceOf(t, a, b.ID); !d.Paused {
+		t.Fatalf("after a restart, a's entry of b: %+v, want paused", d)
+	}
+	consistently(t, quiet, "a and b staying apart after a's restart", func() bool {
+		return !a.connectedTo(b.ID) && !b.connectedTo(a.ID)
+	})
+
+	a.cli("device", "resume", b.ID)
+	testutil.Eventually(t, converge, "a and b to connect again", func() bool { return a.connectedTo(b.ID) })
+	waitSame(t, converge, c.dirs...)
+	if !exists(filepath.Join(c.dirs[0], "from-b.txt")) {
+		t.Error("from-b.txt did not arrive after the resume")
+	}
+}
+
+// TestUnshareAndFolderType: a receive-only folder takes its peer's changes
+// and keeps its own; a folder unshared from a device sends it nothing more.
+func TestUnshareAndFolderType(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	c := newCluster(t, 2)
+	a, b := c.nodes[0], c.nodes[1]
+	writeFile(t, filepath.Join(c.dirs[0], "first.txt"), []byte("1"), 0o644)
+	waitSame(t, converge, c.dirs...)
+
+	b.cli("folder", "type", "f", "receiveonly")
+	if r := run(t, b.home, "folder", "type", "f", "encrypted"); r.code == 0 {
+		t.Error("a synced folder became encrypted")
+	}
+	writeFile(t, filepath.Join(c.dirs[1], "local-only.txt"), []byte("mine"), 0o644)
+	b.cli("scan", "f")
+	testutil.Eventually(t, converge, "b to record its local change", func() bool {
+		return strings.Contains(b.cli("folder", "changes", "f"), "local-only.txt")
+	})
+	writeFile(t, filepath.Join(c.dirs[0], "from-a.txt"), []byte("a"), 0o644)
+	a.cli("scan", "f")
+	testutil.Eventually(t, converge, "a receive-only b to take from-a.txt", func() bool {
+		return exists(filepath.Join(c.dirs[1], "from-a.txt"))
+	})
+	consistently(t, quiet, "b's local change staying on b", func() bool {
+		return !exists(filepath.Join(c.dirs[0], "local-only.txt"))
+	})
+
+	a.cli("folder", "unshare", "f", b.ID)
+	writeFile(t, filepath.Join(c.dirs[0], "after-unshare.txt"), []byte("a"), 0o644)
+	a.cli("scan", "f")
+	consistently(t, quiet, "b not getting what a wrote after unsharing", func() bool {
+		return !exists(filepath.Join(c.dirs[1], "after-unshare.txt"))
+	})
+}
+
+// TestIgnoresAndNeeded: ignore patterns set through the CLI take effect
+// at once; an item that cannot be pulled is listed as needed with the
+// reason, and the folder's recent changes say who changed what.
+func TestIgnoresAndNeeded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	c := newCluster(t, 2)
+	a, b := c.nodes[0], c.nodes[1]
+
+	// b ignores *.keep, and keeps one in a directory it shares.
+	patterns := filepath.Join(t.TempDir(), "patterns")
+	writeFile(t, patterns, []byte("*.keep\n"), 0o644)
+	b.cli("folder", "ignores", "f", "--set-file", patterns)
+	if got := b.cli("folder", "ignores", "f"); got != "*.keep\n" {
+		t.Fatalf("ignores read back: %q", got)
+	}
+	if r := run(t, b.home, "folder", "ignores", "f", "--set-file", "/nonexistent/patterns"); r.code == 0 {
+		t.Error("a missing patterns file was taken")
+	}
+	writeFile(t, filepath.Join(c.dirs[1], "clash", "private.keep"), []byte("b's own"), 0o644)
+	b.cli("scan", "f")
+	testutil.Eventually(t, converge, "a to get the directory clash", func() bool {
+		fi, err := os.Stat(filepath.Join(c.dirs[0], "clash"))
+		return err == nil && fi.IsDir()
+	})
+	if exists(filepath.Join(c.dirs[0], "clash", "private.keep")) {
+		t.Fatal("an ignored file was sent")
+	}
+
+	// On a the directory becomes a file, which b cannot put in place: its
+	// directory still holds the ignored file.
+	if err := os.Remove(filepath.Join(c.dirs[0], "clash")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(c.dirs[0], "clash"), []byte("a file now"), 0o644)
+	a.cli("scan", "f")
+	var needed struct {
+		Total int `json:"total"`
+		Items []struct {
+			Name       string `json:"name"`
+			Action     string `json:"action"`
+			Device     string `json:"device"`
+			DeviceName string `json:"deviceName"`
+			Reason     string `json:"reason"`
+			Failed     bool   `json:"failed"`
+		} `json:"items"`
+	}
+	testutil.Eventually(t, converge, "b to list clash as stuck", func() bool {
+		if err := json.Unmarshal([]byte(b.cli("folder", "needed", "f", "--json")), &needed); err != nil {
+			t.Fatal(err)
+		}
+		return needed.Total == 1 && len(needed.Items) == 1 && needed.Items[0].Failed
+	})
+	it := needed.Items[0]
+	if it.Name != "clash" || it.Action != "update" || it.Device != a.ID || it.DeviceName != "a" || !strings.Contains(it.Reason, "directory") {
+		t.Errorf("b's needed item: %+v, want clash from a, failing on the directory", it)
+	}
+	if out := b.cli("folder", "needed", "f"); !strings.Contains(out, "clash") || !strings.Contains(out, it.Reason) {
+		t.Errorf("folder needed:\n%s", out)
+	}
+
+	// Without the ignored file the directory can go: clash arrives and
+	// b needs nothing.
+	if err := os.Remove(filepath.Join(c.dirs[1], "clash", "private.keep")); err != nil {
+		t.Fatal(err)
+	}
+	b.cli("folder", "ignores", "f", "--set-file", patterns) // rescans
+	testutil.Eventually(t, 2*converge, "clash to arrive on b", func() bool {
+		got, _ := os.ReadFile(filepath.Join(c.dirs[1], "clash"))
+		return string(got) == "a file now"
+	})
+	testutil.Eventually(t, converge, "b to need nothing", func() bool {
+		return strings.Contains(b.cli("folder", "needed", "f"), "in sync")
+	})
+
+	var changes struct {
+		Changes []struct {
+			Name       string `json:"name"`
+			Action     string `json:"action"`
+			DeviceName string `json:"deviceName"`
+			Local      bool   `json:"local"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(b.cli("folder", "changes", "f", "--json")), &changes); err != nil {
+		t.Fatal(err)
+	}
+	if len(changes.Changes) == 0 || changes.Changes[0].Name != "clash" || changes.Changes[0].DeviceName != "a" || changes.Changes[0].Local {
+		t.Errorf("b's recent changes: %+v, want clash by a first", changes.Changes)
+	}
+}
