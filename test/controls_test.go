@@ -300,3 +300,68 @@ func TestIgnoresAndNeeded(t *testing.T) {
 		t.Errorf("b's recent changes: %+v, want clash by a first", changes.Changes)
 	}
 }
+
+// TestConsoleControls drives the controls in headless Chromium: pausing
+// and resuming a device and a folder, renaming a device, and saving ignore
+// patterns, each checked on the node itself.
+func TestConsoleControls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	browser := newBrowser(t)
+	c := newCluster(t, 2)
+	a, b := c.nodes[0], c.nodes[1]
+	ca := openConsole(t, browser, a)
+	ca.setUp()
+	row := `tr[data-device="` + b.ID + `"]`
+
+	ca.visit("/devices", row)
+	ca.waitConnected(b.ID)
+	ca.submit("pausing b", nil, row+" .pause-device", "#flash")
+	if got := ca.text("#flash"); !strings.Contains(got, "Paused") {
+		t.Fatalf("pausing b: flash %q", got)
+	}
+	if got := ca.text(row + " .state"); got != "paused" {
+		t.Errorf("b's state after pausing: %q", got)
+	}
+	testutil.Eventually(t, converge, "b to disconnect", func() bool { return !a.connectedTo(b.ID) })
+	if d := deviceOf(t, a, b.ID); !d.Paused {
+		t.Errorf("a's entry of b after pausing in the console: %+v", d)
+	}
+	ca.submit("resuming b", nil, row+" .resume-device", "#flash")
+	ca.waitConnected(b.ID)
+
+	ca.click("opening the rename form", row+" details.rename summary")
+	ca.submit("renaming b", map[string]string{row + " .rename-name": "bee's laptop"}, row+" .rename-device", "#flash")
+	if got := ca.text(row + " .name"); got != "bee's laptop" {
+		t.Errorf("b's name after renaming: %q", got)
+	}
+	if d := deviceOf(t, a, b.ID); d.Name != "bee's laptop" {
+		t.Errorf("a's entry of b after renaming in the console: %+v", d)
+	}
+
+	ca.visit("/folders/f", "#pause-folder")
+	ca.submit("pausing the folder", nil, "#pause-folder", "#resume-folder")
+	if got := ca.text("#flash"); !strings.Contains(got, "Paused folder f") {
+		t.Errorf("pausing f: flash %q", got)
+	}
+	if got := folderStateOf(t, a); got != "paused" {
+		t.Errorf("f after pausing in the console: %q", got)
+	}
+	ca.submit("resuming the folder", nil, "#resume-folder", "#pause-folder")
+	if got := folderStateOf(t, a); got == "paused" {
+		t.Error("f still paused after resuming in the console")
+	}
+
+	ca.submit("saving ignore patterns", map[string]string{"#ignores-text": "*.bak\nbuild/\n"}, "#ignores-submit", "#flash")
+	if got, _ := os.ReadFile(filepath.Join(c.dirs[0], ".lockstepignore")); string(got) != "*.bak\nbuild/\n" {
+		t.Errorf(".lockstepignore after saving in the console: %q", got)
+	}
+	ca.submit("saving a bad pattern", map[string]string{"#ignores-text": "ok\n!\n"}, "#ignores-submit", "#flash.flash-error")
+	if got, _ := os.ReadFile(filepath.Join(c.dirs[0], ".lockstepignore")); string(got) != "*.bak\nbuild/\n" {
+		t.Errorf("a refused pattern changed .lockstepignore to %q", got)
+	}
+	if n := ca.dialogs.Load(); n != 0 {
+		t.Errorf("%d JavaScript dialogs opened", n)
+	}
+}
