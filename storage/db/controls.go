@@ -71,3 +71,27 @@ func (db *DB) SetFolderType(ctx context.Context, id string, t FolderType) error 
 	}
 	return nil
 }
+
+// LocalNamesFlagged returns the names of the folder's own file records
+// (deleted ones too) with any of the flags in mask set, sorted. The flags
+// are opaque here; sync/index gives them meaning.
+func (db *DB) LocalNamesFlagged(ctx context.Context, folderID string, mask uint32) ([]string, error) {
+	rows, err := db.sql.QueryContext(ctx, `SELECT name FROM files
+		WHERE folder_id = ? AND device_id = ? AND flags & ? <> 0 ORDER BY name`, folderID, LocalDevice, int64(mask))
+	if err != nil {
+		return nil, fmt.Errorf("listing flagged files of folder %q: %w", folderID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("listing flagged files of folder %q: %w", folderID, err)
+		}
+		out = append(out, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing flagged files of folder %q: %w", folderID, err)
+	}
+	return out, nil
+}

@@ -95,3 +95,26 @@ func TestFolderPauseAndType(t *testing.T) {
 		t.Errorf("pausing an unknown folder: %v", err)
 	}
 }
+
+func TestLocalNamesFlagged(t *testing.T) {
+	db := fileDB(t, 3)
+	ctx := context.Background()
+	flagged := []FileRecord{
+		{Name: "kept", Type: TypeFile, ModTime: at(0), Sequence: 4, Flags: 1},
+		{Name: "gone", Type: TypeFile, ModTime: at(0), Sequence: 5, Flags: 1 | 4, Deleted: true},
+		{Name: "other", Type: TypeFile, ModTime: at(0), Sequence: 6, Flags: 2},
+	}
+	must(t, db.PutFiles(ctx, "f", LocalDevice, flagged))
+	// A peer's record with the flag is not this node's own.
+	must(t, db.PutFiles(ctx, "f", "PEER", []FileRecord{{Name: "theirs", Type: TypeFile, ModTime: at(0), Sequence: 1, Flags: 1}}))
+	got, err := db.LocalNamesFlagged(ctx, "f", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != "gone" || got[1] != "kept" {
+		t.Fatalf("flagged 1: %v, want [gone kept]", got)
+	}
+	if got, _ := db.LocalNamesFlagged(ctx, "f", 8); len(got) != 0 {
+		t.Fatalf("flagged 8: %v, want none", got)
+	}
+}

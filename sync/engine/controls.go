@@ -317,24 +317,28 @@ func writeAtomic(root *fsys.Root, name string, data []byte) error {
 }
 
 // announceLocalOnly makes the changes a receive-only folder kept to
-// itself ordinary local changes, once the folder is of another type:
-// they are announced with the versions they got, so a peer takes them or,
-// where it changed the same item, keeps both as a conflict. Left flagged,
-// they would stay unannounced until each item happened to change again.
+// itself, deletions too, ordinary local changes once the folder is of
+// another type: they are announced with the versions they got, so a peer
+// takes them or, where it changed the same item, keeps both as a
+// conflict. Left flagged, they would stay unannounced until each item
+// happened to change again, and a deletion for good.
 func (f *folder) announceLocalOnly(ctx context.Context) error {
 	if f.config().Type == db.ReceiveOnly {
 		return nil
 	}
-	var recs []index.Record
-	err := f.set.EachLocal(func(r index.Record) error {
-		if r.Flags&index.FlagLocalOnly != 0 {
+	names, err := f.e.db.LocalNamesFlagged(ctx, f.id, index.FlagLocalOnly)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	recs := make([]index.Record, 0, len(names))
+	for _, name := range names {
+		if r, ok := f.set.Local(name); ok && r.Flags&index.FlagLocalOnly != 0 {
 			r.Flags &^= index.FlagLocalOnly
 			recs = append(recs, r)
 		}
+	}
+	if len(recs) == 0 {
 		return nil
-	})
-	if err != nil || len(recs) == 0 {
-		return err
 	}
 	if _, err := f.set.UpdateLocal(ctx, recs); err != nil {
 		return err

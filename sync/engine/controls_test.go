@@ -227,8 +227,15 @@ func TestPausedFolderDoesNotRun(t *testing.T) {
 // kept to itself are announced once it is send-receive.
 func TestLocalOnlyAnnouncedAfterTypeChange(t *testing.T) {
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "old.txt"), []byte("o"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e := startEngine(t, dir)
 	ctx := context.Background()
+	waitFor(t, "the first scan to take old.txt", func() bool {
+		_, ok := e.folder("f").set.Local("old.txt")
+		return ok
+	})
 	if err := e.db.SetFolderType(ctx, "f", db.ReceiveOnly); err != nil {
 		t.Fatal(err)
 	}
@@ -238,17 +245,21 @@ func TestLocalOnlyAnnouncedAfterTypeChange(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mine.txt"), []byte("m"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Remove(filepath.Join(dir, "old.txt")); err != nil {
+		t.Fatal(err)
+	}
 	var f *folder
-	waitFor(t, "the receive-only folder to take mine.txt", func() bool {
+	waitFor(t, "the receive-only folder to take mine.txt and old.txt's deletion", func() bool {
 		f = e.folder("f")
 		if f == nil {
 			return false
 		}
 		f.requestScan(nil)
 		r, ok := f.set.Local("mine.txt")
-		return ok && r.Flags&index.FlagLocalOnly != 0
+		d, dok := f.set.Local("old.txt")
+		return ok && r.Flags&index.FlagLocalOnly != 0 && dok && d.Deleted && d.Flags&index.FlagLocalOnly != 0
 	})
-	if announced(f, "mine.txt") {
+	if announced(f, "mine.txt") || announced(f, "old.txt") {
 		t.Fatal("a receive-only folder announces its local change")
 	}
 	if err := e.db.SetFolderType(ctx, "f", db.SendReceive); err != nil {
@@ -257,9 +268,9 @@ func TestLocalOnlyAnnouncedAfterTypeChange(t *testing.T) {
 	if err := e.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "mine.txt to be announced", func() bool {
+	waitFor(t, "mine.txt and old.txt's deletion to be announced", func() bool {
 		f := e.folder("f")
-		return f != nil && announced(f, "mine.txt")
+		return f != nil && announced(f, "mine.txt") && announced(f, "old.txt")
 	})
 }
 
