@@ -29,9 +29,19 @@ type FolderStatus struct {
 	GlobalBytes int64  `json:"globalBytes"`
 	NeedFiles   int64  `json:"needFiles"`
 	NeedBytes   int64  `json:"needBytes"`
+	// The Files counts are of files and symlinks; directories are
+	// counted apart.
+	LocalDirectories  int64 `json:"localDirectories"`
+	GlobalDirectories int64 `json:"globalDirectories"`
+	NeedDirectories   int64 `json:"needDirectories"`
 	// PullBytesTotal and PullBytesDone measure the pull under way.
 	PullBytesTotal int64 `json:"pullBytesTotal,omitempty"`
 	PullBytesDone  int64 `json:"pullBytesDone,omitempty"`
+	// PullBytesPerSecond is the pull's average rate since the node saw
+	// it start, PullSecondsLeft the time left at that rate; absent until
+	// the pull has been watched a moment.
+	PullBytesPerSecond float64 `json:"pullBytesPerSecond,omitempty"`
+	PullSecondsLeft    int64   `json:"pullSecondsLeft,omitempty"`
 	// PulledBytes and ReusedBytes count, since the node started, block
 	// bytes fetched from peers and those copied from local files instead.
 	PulledBytes int64 `json:"pulledBytes"`
@@ -49,11 +59,15 @@ type FolderStatus struct {
 	TamperedRecords int64 `json:"tamperedRecords,omitempty"`
 	TamperedChunks  int64 `json:"tamperedChunks,omitempty"`
 	// The restore from receivers under way.
-	RestoreFiles      int64        `json:"restoreFiles,omitempty"`
-	RestoreFilesTotal int64        `json:"restoreFilesTotal,omitempty"`
-	RestoreBytes      int64        `json:"restoreBytes,omitempty"`
-	RestoreBytesTotal int64        `json:"restoreBytesTotal,omitempty"`
-	Peers             []PeerStatus `json:"peers"`
+	RestoreFiles      int64 `json:"restoreFiles,omitempty"`
+	RestoreFilesTotal int64 `json:"restoreFilesTotal,omitempty"`
+	RestoreBytes      int64 `json:"restoreBytes,omitempty"`
+	RestoreBytesTotal int64 `json:"restoreBytesTotal,omitempty"`
+	// RestoreBytesPerSecond and RestoreSecondsLeft are the restore's, as
+	// for the pull.
+	RestoreBytesPerSecond float64      `json:"restoreBytesPerSecond,omitempty"`
+	RestoreSecondsLeft    int64        `json:"restoreSecondsLeft,omitempty"`
+	Peers                 []PeerStatus `json:"peers"`
 	// Receiver is set for an encrypted folder on a receiver.
 	Receiver *ReceiverStatus `json:"receiver,omitempty"`
 }

@@ -97,6 +97,8 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 		}
 	}
 	out := make([]FolderStatus, 0, len(folders))
+	transfers := map[string]bool{}
+	defer s.rates.forget(transfers)
 	for _, f := range folders {
 		fs := FolderStatus{ID: f.ID, Label: f.Label, Path: f.Path, Type: string(f.Type), State: "idle", Peers: []PeerStatus{}}
 		if st, ok := s.cfg.Engine.FolderStatus(f.ID); ok {
@@ -104,6 +106,7 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			fs.LocalFiles, fs.LocalBytes = st.LocalFiles, st.LocalBytes
 			fs.GlobalFiles, fs.GlobalBytes = st.GlobalFiles, st.GlobalBytes
 			fs.NeedFiles, fs.NeedBytes = st.NeedFiles, st.NeedBytes
+			fs.LocalDirectories, fs.GlobalDirectories, fs.NeedDirectories = st.LocalDirectories, st.GlobalDirectories, st.NeedDirectories
 			fs.PulledBytes, fs.ReusedBytes, fs.PulledBlocks = st.PulledBytes, st.ReusedBytes, st.PulledBlocks
 			fs.HashedBytes, fs.ResumedBytes = st.HashedBytes, st.ResumedBytes
 			bs := s.cfg.Backup.Status(f.ID)
@@ -111,9 +114,17 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			if bs.Restoring {
 				fs.RestoreFiles, fs.RestoreFilesTotal = bs.RestoreFiles, bs.RestoreFilesTotal
 				fs.RestoreBytes, fs.RestoreBytesTotal = bs.RestoreBytes, bs.RestoreBytesTotal
+				key := "restore " + f.ID
+				rate, left := s.rates.observe(key, fs.RestoreBytes, fs.RestoreBytesTotal)
+				fs.RestoreBytesPerSecond, fs.RestoreSecondsLeft = rate, int64(left/time.Second)
+				transfers[key] = true
 			}
 			if fs.State == "syncing" {
 				fs.PullBytesTotal, fs.PullBytesDone = st.PullTotal, st.PullDone
+				key := "pull " + f.ID
+				rate, left := s.rates.observe(key, fs.PullBytesDone, fs.PullBytesTotal)
+				fs.PullBytesPerSecond, fs.PullSecondsLeft = rate, int64(left/time.Second)
+				transfers[key] = true
 			}
 			for _, p := range st.Peers {
 				id := p.Device.String()

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/skip2/go-qrcode"
 
+	"lockstep/crypt"
 	"lockstep/storage/db"
 )
 
@@ -62,6 +64,14 @@ var templateFuncs = template.FuncMap{
 	},
 	"versioningTypes": func() []string { return versioningTypes },
 	"flashOf":         readFlash,
+	"rate":            func(bps float64) string { return formatBytes(int64(bps)) + "/s" },
+	"left":            timeLeft,
+	"count": func(n int64, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	},
 	"short": func(id string) string {
 		if i := strings.IndexByte(id, '-'); i > 0 {
 			return id[:i]
@@ -100,6 +110,8 @@ type page struct {
 	Discovery *DiscoveryStatus
 	// Live tells console.js how to keep the page's panels fresh.
 	Live live
+	// Names are the known devices' names by ID.
+	Names map[string]string
 }
 
 // live is how a page's panels follow the node: the event stream from
@@ -144,6 +156,12 @@ func (s *Server) fill(c echo.Context, p *page) error {
 	var err error
 	if p.Devices, err = s.deviceStatus(c); err != nil {
 		return err
+	}
+	p.Names = map[string]string{}
+	for _, d := range p.Devices {
+		if d.Name != "" {
+			p.Names[d.ID] = d.Name
+		}
 	}
 	if p.Folders, err = s.folderStatuses(c.Request().Context()); err != nil {
 		return err
@@ -279,28 +297,114 @@ func (s *Server) getQR(c echo.Context) error {
 // outcome as a flash message.
 
 func (s *Server) postDeviceForm(c echo.Context) error {
-	req := AddDevice{ID: strings.TrimSpace(c.FormValue("id")), Name: c.FormValue("name"), Untrusted: c.FormValue("untrusted") != ""}
+	req := AddDevice{ID: strings.TrimSpace(c.FormValue("id")), Name: strings.TrimSpace(c.FormValue("name")), Untrusted: c.FormValue("untrusted") != ""}
 	if a := strings.TrimSpace(c.FormValue("address")); a != "" {
 		req.Addresses = []string{a}
 	} else {
 		req.Addresses = []string{"dynamic"}
 	}
-	return s.formResult(c, "/devices", "Device added.", s.callREST(c, s.postDevice, req))
+	var added DeviceStatus
+	err := s.callRESTInto(c, s.postDevice, req, &added)
+	return s.formResult(c, "/devices", fmt.Sprintf("Added device %s as %s.", shownName(added.Name, added.ID), trustWord(added.Untrusted)), err)
 }
 
+// postAcceptForm accepts a pending device, with the name and the trust
+// the form gives it, or a folder offer.
 func (s *Server) postAcceptForm(c echo.Context) error {
-	req := Accept{ID: c.FormValue("id"), Path: strings.TrimSpace(c.FormValue("path"))}
-	return s.formResult(c, c.FormValue("back"), "Accepted.", s.callREST(c, s.postAccept, req))
+	ctx := c.Request().Context()
+	id := c.FormValue("id")
+	if dev, err := crypt.ParseDeviceID(id); err == nil {
+		pend, err := s.findPendingDevice(c, dev.String())
+		if err != nil {
+			return s.formResult(c, "/devices", "", err)
+		}
+		name := strings.TrimSpace(c.FormValue("name"))
+		if _, set := c.Request().PostForm["name"]; !set {
+			name = pend.Name
+		}
+		var untrusted bool
+		switch c.FormValue("trust") {
+		case "trusted":
+		case "untrusted":
+			untrusted = true
+		default:
+			return s.formResult(c, "/devices", "", badRequest("choose whether the device is trusted (it gets your files) or untrusted (it gets only encrypted data)"))
+		}
+		req := AddDevice{ID: pend.ID, Name: name, Addresses: []string{"dynamic"}, Untrusted: untrusted, Trusted: !untrusted}
+		err = s.callREST(c, s.postDevice, req)
+		return s.formResult(c, "/devices", fmt.Sprintf("Accepted device %s as %s.", shownName(name, pend.ID), trustWord(untrusted)), err)
+	}
+	// Who offered it, for the message: the offers go once accepted.
+	var from []string
+	if offers, err := s.cfg.DB.PendingFolders(ctx); err == nil {
+		for _, o := range offers {
+			if o.FolderID == id {
+				from = append(from, s.deviceShown(ctx, o.DeviceID))
+			}
+		}
+	}
+	req := Accept{ID: id, Path: strings.TrimSpace(c.FormValue("path"))}
+	msg := fmt.Sprintf("Accepted folder %s from %s.", id, strings.Join(from, ", "))
+	return s.formResult(c, "/folders", msg, s.callREST(c, s.postAccept, req))
 }
 
 func (s *Server) postFolderForm(c echo.Context) error {
 	req := AddFolder{ID: strings.TrimSpace(c.FormValue("id")), Label: c.FormValue("label"), Path: strings.TrimSpace(c.FormValue("path")), Type: c.FormValue("type")}
-	return s.formResult(c, "/folders", "Folder added.", s.callREST(c, s.postFolder, req))
+	return s.formResult(c, "/folders", fmt.Sprintf("Added folder %s at %s.", req.ID, req.Path), s.callREST(c, s.postFolder, req))
 }
 
+// postShareForm shares a folder with a device; with an untrusted device
+// only with the folder password, typed twice alike.
 func (s *Server) postShareForm(c echo.Context) error {
-	req := ShareFolder{Device: c.FormValue("device"), Password: c.FormValue("password")}
-	return s.formResult(c, "/folders", "Folder shared.", s.callREST(c, s.postShare, req, "id", c.FormValue("folder")))
+	ctx := c.Request().Context()
+	folder, device := c.FormValue("folder"), c.FormValue("device")
+	req := ShareFolder{Device: device, Password: c.FormValue("password")}
+	var err error
+	untrusted := false
+	if id, perr := crypt.ParseDeviceID(device); perr == nil {
+		if d, derr := s.cfg.DB.Device(ctx, id.String()); derr == nil {
+			untrusted = d.Untrusted
+		}
+	}
+	switch {
+	case untrusted && req.Password == "":
+		err = badRequest("enter the folder password: the untrusted device gets only data encrypted with it")
+	case untrusted && req.Password != c.FormValue("password2"):
+		err = badRequest("the two passwords differ: type the same folder password twice")
+	default:
+		err = s.callREST(c, s.postShare, req, "id", folder)
+	}
+	msg := fmt.Sprintf("Shared folder %s with %s.", folder, s.deviceShown(ctx, device))
+	if untrusted {
+		msg = fmt.Sprintf("Shared folder %s with %s, encrypted: it gets only data encrypted with the password.", folder, s.deviceShown(ctx, device))
+	}
+	return s.formResult(c, "/folders", msg, err)
+}
+
+// shownName is how a message names a device: its name, else its short ID.
+func shownName(name, id string) string {
+	if name != "" {
+		return name
+	}
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// deviceShown names the known device id for a message.
+func (s *Server) deviceShown(ctx context.Context, id string) string {
+	if d, err := s.cfg.DB.Device(ctx, id); err == nil {
+		return shownName(d.Name, d.ID)
+	}
+	return shownName("", id)
+}
+
+func trustWord(untrusted bool) string {
+	if untrusted {
+		return "untrusted"
+	}
+	return "trusted"
 }
 
 // formResult flashes ok or err's message and redirects to back (a console
@@ -419,4 +523,18 @@ func pageWords(msg string) string {
 		msg = string(unicode.ToUpper(r)) + msg[size:]
 	}
 	return msg
+}
+
+// timeLeft says how long a transfer still takes, roughly.
+func timeLeft(secs int64) string {
+	d := time.Duration(secs) * time.Second
+	switch {
+	case d < time.Minute:
+		return "less than a minute left"
+	case d < time.Hour:
+		return fmt.Sprintf("about %d min left", int(d.Round(time.Minute)/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("about %s left", strings.TrimSuffix(d.Round(time.Minute).String(), "0s"))
+	}
+	return fmt.Sprintf("about %d days left", int(d/(24*time.Hour)))
 }

@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +190,69 @@ func TestPagesFitPhone(t *testing.T) {
 	}
 	if bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](overflow)); err != nil || len(bad) > 0 {
 		t.Errorf("at 390 px the setup page does not fit: %v %s", err, strings.Join(bad, "; "))
+	}
+}
+
+// pullEngine reports "docs" syncing, done bytes of 3 MiB, in a folder of
+// three files in one directory here and a directory more in all.
+type pullEngine struct {
+	fakeEngine
+	done atomic.Int64
+}
+
+func (e *pullEngine) FolderStatus(id string) (engine.FolderStatus, bool) {
+	if id != "docs" {
+		return engine.FolderStatus{}, false
+	}
+	st := engine.FolderStatus{State: "syncing", PullTotal: 3 << 20, PullDone: e.done.Load()}
+	st.LocalFiles, st.LocalDirectories, st.LocalBytes = 3, 1, 1<<20
+	st.GlobalFiles, st.GlobalDirectories, st.GlobalBytes = 4, 2, 4<<20
+	st.NeedFiles, st.NeedDirectories, st.NeedBytes = 1, 1, 3<<20
+	return st, true
+}
+
+// TestFolderProgressAndCounts: next to a pull's progress bar the folders
+// panel shows its rate and the time left once it has been watched a
+// while, and it counts files and directories apart, here and in all.
+func TestFolderProgressAndCounts(t *testing.T) {
+	eng := &pullEngine{}
+	clock := time.Date(2026, 12, 4, 3, 30, 1, 0, time.UTC)
+	ls := startServer(t, nil, eng, func(s *Server) { s.rates.now = func() time.Time { return clock } })
+	addDocs(t, ls)
+	c := setUp(t, ls.base)
+	panel := getPage(t, c, ls.base+"/fragments/folders")
+	for _, want := range []string{"here 3 files, 1 directory, 1.0 MiB", "in all 4 files, 2 directories, 4.0 MiB", "needs 1 file, 1 directory (3.0 MiB)", "0 B of 3.0 MiB</span>"} {
+		if !strings.Contains(panel, want) {
+			t.Errorf("the panel lacks %q:\n%s", want, panel)
+		}
+	}
+	clock = clock.Add(2 * time.Second)
+	eng.done.Store(1 << 20)
+	panel = getPage(t, c, ls.base+"/fragments/folders")
+	if want := "1.0 MiB of 3.0 MiB, 512.0 KiB/s, less than a minute left"; !strings.Contains(panel, want) {
+		t.Errorf("the panel lacks %q:\n%s", want, panel)
+	}
+	var st Status
+	resp, err := c.Get(ls.base + "/rest/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	f := st.Folders[0]
+	if f.LocalFiles != 3 || f.LocalDirectories != 1 || f.GlobalDirectories != 2 || f.NeedDirectories != 1 || f.PullBytesPerSecond != 512<<10 || f.PullSecondsLeft != 4 {
+		t.Errorf("status: %+v", f)
+	}
+}
+
+func TestTimeLeft(t *testing.T) {
+	for secs, want := range map[int64]string{
+		5: "less than a minute left", 150: "about 3 min left", 3*3600 + 20*60: "about 3h20m left", 5 * 86400: "about 5 days left",
+	} {
+		if got := timeLeft(secs); got != want {
+			t.Errorf("timeLeft(%d) = %q, want %q", secs, got, want)
+		}
 	}
 }

@@ -110,6 +110,8 @@ type Server struct {
 	// same names.
 	keepAlive    time.Duration
 	fallbackPoll time.Duration
+	// rates measures the transfers folder statuses show.
+	rates progress
 }
 
 // shutdownGrace is how long requests in progress may take to finish when
