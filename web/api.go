@@ -166,7 +166,14 @@ type Accept struct {
 // Error is the body of every error response.
 type Error struct {
 	Error string `json:"error"`
+	// Kind, when set, classifies the error for scripts: KindVerification.
+	Kind string `json:"kind,omitempty"`
 }
+
+// KindVerification is the Kind of an error response that means data or a
+// password failed verification: a wrong password, tampered or damaged
+// data from a receiver, a receiver that rolled back.
+const KindVerification = "verification"
 
 // AddFolder is the body of POST /rest/folders.
 type AddFolder struct {

@@ -47,6 +47,7 @@ var ErrUnreachable = errors.New("the lockstep daemon is not running")
 type APIError struct {
 	Code    int
 	Message string
+	Kind    string // Error.Kind: KindVerification or ""
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -88,7 +89,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
 		}
-		return &APIError{Code: resp.StatusCode, Message: e.Error}
+		return &APIError{Code: resp.StatusCode, Message: e.Error, Kind: e.Kind}
 	}
 	if out == nil {
 		_, err := io.Copy(io.Discard, resp.Body)

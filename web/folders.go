@@ -295,7 +295,7 @@ func (s *Server) postShare(c echo.Context) error {
 		err := s.cfg.Backup.ShareEncrypted(ctx, f.ID, id, []byte(req.Password), newPw)
 		switch {
 		case errors.Is(err, crypt.ErrWrongPassword):
-			return echo.NewHTTPError(http.StatusForbidden, err.Error())
+			return echo.NewHTTPError(http.StatusForbidden, err.Error()).SetInternal(err)
 		case errors.Is(err, backup.ErrKeyMismatch):
 			return echo.NewHTTPError(http.StatusConflict, err.Error())
 		case errors.Is(err, backup.ErrNotConnected):

@@ -281,7 +281,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.NoContent(code)
 		return
 	}
-	c.JSON(code, Error{Error: msg})
+	e := Error{Error: msg}
+	if VerificationFailed(err) {
+		e.Kind = KindVerification
+	}
+	c.JSON(code, e)
 }
 
 func badRequest(msg string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -10,23 +11,34 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lockstep/crypt"
 	"lockstep/web"
 )
 
 func newDevice(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "device", Short: "Manage known devices"}
+	c := &cobra.Command{
+		Use:   "device",
+		Short: "Manage known devices",
+		Example: "  lockstep device add DEVICE-ID --name laptop\n" +
+			"  lockstep device list\n" +
+			"  lockstep device remove DEVICE-ID",
+	}
 	var (
 		name      string
 		addresses []string
 		untrusted bool
 		trusted   bool
 		yes       bool
-		asJSON    bool
 	)
 	add := &cobra.Command{
 		Use:   "add ID",
 		Short: "Add a device, or update a known one's name and addresses (its trust stays: see 'device set')",
-		Args:  cobra.ExactArgs(1),
+		Example: "  lockstep device add DEVICE-ID --name laptop\n" +
+			"  lockstep device add DEVICE-ID --name nas --address tcp://nas.lan:22100\n" +
+			"  # a receiver that gets only encrypted data\n" +
+			"  lockstep device add DEVICE-ID --name vps --address tcp://vps.example.org:22100 --untrusted",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			if trusted && untrusted {
 				return usageError(c, "give --trusted or --untrusted, not both")
@@ -40,10 +52,10 @@ func newDevice(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodPost, "/rest/devices", req, &out); err != nil {
 				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), "added", out.ID)
-			return nil
+			return emit(c, out, func(w io.Writer) { fmt.Fprintln(w, "added", out.ID) })
 		},
 	}
+	jsonFlag(add)
 	add.Flags().StringVar(&name, "name", "", "a name for the device")
 	add.Flags().StringArrayVar(&addresses, "address", nil, "tcp://HOST:PORT to dial (repeatable; default dynamic)")
 	add.Flags().BoolVar(&untrusted, "untrusted", false, "the device is an untrusted receiver: it gets only encrypted data")
@@ -55,7 +67,10 @@ func newDevice(g *globals) *cobra.Command {
 		Long: "Make a known device trusted (it gets the plaintext of the folders shared with it) or\n" +
 			"untrusted (it gets only encrypted data). A device that was ever untrusted on this node\n" +
 			"becomes trusted only with --yes.",
-		Args: cobra.ExactArgs(1),
+		Example: "  lockstep device set DEVICE-ID --untrusted\n" +
+			"  lockstep device set DEVICE-ID --trusted --yes",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			if trusted == untrusted {
 				return usageError(c, "give one of --trusted or --untrusted")
@@ -75,11 +90,13 @@ func newDevice(g *globals) *cobra.Command {
 	set.Flags().BoolVar(&trusted, "trusted", false, "make the device trusted: it gets plaintext")
 	set.Flags().BoolVar(&untrusted, "untrusted", false, "make the device an untrusted receiver: it gets only encrypted data")
 	set.Flags().BoolVar(&yes, "yes", false, "confirm that a device that was untrusted may get plaintext")
+	jsonFlag(set)
 
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List known devices",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List known devices",
+		Example: "  lockstep device list\n  lockstep device list --json | jq -r '.[] | select(.connected) | .name'",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -89,7 +106,7 @@ func newDevice(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodGet, "/rest/devices", nil, &devs); err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), devs)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -108,12 +125,13 @@ func newDevice(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(list)
 
 	nearby := &cobra.Command{
-		Use:   "nearby",
-		Short: "List devices announcing themselves on the LAN that are not added yet",
-		Args:  cobra.NoArgs,
+		Use:     "nearby",
+		Short:   "List devices announcing themselves on the LAN that are not added yet",
+		Example: "  lockstep device nearby\n  lockstep device add $(lockstep device nearby --json | jq -r '.[0].id')",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -123,7 +141,7 @@ func newDevice(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodGet, "/rest/discovery", nil, &st); err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), st.Nearby)
 			}
 			if !st.LocalDiscovery {
@@ -137,12 +155,14 @@ func newDevice(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	nearby.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(nearby)
 
 	remove := &cobra.Command{
-		Use:   "remove ID",
-		Short: "Forget a device and drop its connection",
-		Args:  cobra.ExactArgs(1),
+		Use:               "remove ID",
+		Short:             "Forget a device, drop its connection and stop sharing every folder with it",
+		Example:           "  lockstep device remove DEVICE-ID",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -151,10 +171,10 @@ func newDevice(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodDelete, "/rest/devices/"+pathEscape(args[0]), nil, nil); err != nil {
 				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), "removed", args[0])
-			return nil
+			return emit(c, changed{Action: "removed", Device: args[0]}, func(w io.Writer) { fmt.Fprintln(w, "removed", args[0]) })
 		},
 	}
+	jsonFlag(remove)
 	c.AddCommand(add, set, list, nearby, remove)
 	return c
 }
@@ -168,8 +188,7 @@ func reportTrust(c *cobra.Command, out web.TrustChanged) error {
 		trust = "untrusted"
 	}
 	if !out.Changed {
-		fmt.Fprintf(c.OutOrStdout(), "device %s is %s already\n", d.ID, trust)
-		return nil
+		return emit(c, out, func(w io.Writer) { fmt.Fprintf(w, "device %s is %s already\n", d.ID, trust) })
 	}
 	folders := "none yet"
 	if len(out.Folders) > 0 {
@@ -180,16 +199,17 @@ func reportTrust(c *cobra.Command, out web.TrustChanged) error {
 	} else {
 		fmt.Fprintf(c.ErrOrStderr(), "warning: device %s now gets the plaintext of every folder shared with it (%s)\n", d.ID, folders)
 	}
-	fmt.Fprintf(c.OutOrStdout(), "device %s is now %s\n", d.ID, trust)
-	return nil
+	return emit(c, out, func(w io.Writer) { fmt.Fprintf(w, "device %s is now %s\n", d.ID, trust) })
 }
 
 func newPending(g *globals) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
 		Use:   "pending",
 		Short: "List devices and folder offers waiting for acceptance",
-		Args:  cobra.NoArgs,
+		Example: "  lockstep pending\n" +
+			"  lockstep pending accept DEVICE-ID\n" +
+			"  lockstep pending accept docs --path ~/Documents",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -199,7 +219,7 @@ func newPending(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodGet, "/rest/pending", nil, &p); err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), p)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -213,12 +233,15 @@ func newPending(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(c)
 	var path string
 	accept := &cobra.Command{
 		Use:   "accept DEVICE|FOLDER",
 		Short: "Accept a pending device or folder offer",
-		Args:  cobra.ExactArgs(1),
+		Example: "  lockstep pending accept DEVICE-ID\n" +
+			"  lockstep pending accept docs --path ~/Documents",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completePending),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -232,11 +255,28 @@ func newPending(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodPost, "/rest/pending/accept", web.Accept{ID: args[0], Path: path}, nil); err != nil {
 				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), "accepted", args[0])
-			return nil
+			return emit(c, changed{Action: "accepted", Folder: folderOf(args[0]), Device: deviceOf(args[0])}, func(w io.Writer) { fmt.Fprintln(w, "accepted", args[0]) })
 		},
 	}
 	accept.Flags().StringVar(&path, "path", "", "where an accepted folder goes (default ~/Sync/ID)")
+	jsonFlag(accept)
 	c.AddCommand(accept)
 	return c
+}
+
+// deviceOf is id when it is a device ID, else "" (pending accept takes a
+// device ID or a folder ID).
+func deviceOf(id string) string {
+	if _, err := crypt.ParseDeviceID(id); err == nil {
+		return id
+	}
+	return ""
+}
+
+// folderOf is id when it is not a device ID.
+func folderOf(id string) string {
+	if deviceOf(id) != "" {
+		return ""
+	}
+	return id
 }

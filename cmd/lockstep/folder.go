@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,13 +15,22 @@ import (
 )
 
 func newFolder(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "folder", Short: "Manage synced folders"}
+	c := &cobra.Command{
+		Use:   "folder",
+		Short: "Manage synced folders",
+		Example: "  lockstep folder add docs ~/Documents\n" +
+			"  lockstep folder share docs DEVICE-ID\n" +
+			"  lockstep folder list --json",
+	}
 	var label, typ, passwordFile, newPasswordFile string
-	var asJSON bool
 	add := &cobra.Command{
 		Use:   "add ID PATH",
 		Short: "Add a folder (PATH is created if missing)",
-		Args:  cobra.ExactArgs(2),
+		Example: "  lockstep folder add docs ~/Documents\n" +
+			"  lockstep folder add photos /srv/photos --label Photos --type sendonly\n" +
+			"  # on a receiver: a folder it holds encrypted for others\n" +
+			"  lockstep folder add docs /srv/lockstep/docs --type encrypted",
+		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -31,20 +41,34 @@ func newFolder(g *globals) *cobra.Command {
 				return err
 			}
 			req := web.AddFolder{ID: args[0], Path: path, Label: label, Type: typ}
-			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders", req, nil); err != nil {
+			var out web.FolderStatus
+			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders", req, &out); err != nil {
 				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), "added folder", args[0], "at", path)
-			return nil
+			return emit(c, out, func(w io.Writer) { fmt.Fprintln(w, "added folder", args[0], "at", path) })
 		},
 	}
 	add.Flags().StringVar(&label, "label", "", "a label for the folder")
 	add.Flags().StringVar(&typ, "type", "sendreceive", "sendreceive, sendonly, receiveonly or encrypted")
+	completeFlag(add, "type", "sendreceive", "sendonly", "receiveonly", "encrypted")
+	add.ValidArgsFunction = func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) == 1 {
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	jsonFlag(add)
 
 	share := &cobra.Command{
 		Use:   "share ID DEVICE",
 		Short: "Share a folder with a device (untrusted devices need --password-file)",
-		Args:  cobra.ExactArgs(2),
+		Example: "  lockstep folder share docs LAPTOP-ID\n" +
+			"  # back up to an untrusted receiver, encrypted under a password\n" +
+			"  lockstep folder share docs RECEIVER-ID --password-file ~/.docs-password\n" +
+			"  # change that password on the receiver\n" +
+			"  lockstep folder share docs RECEIVER-ID --password-file old.txt --new-password-file new.txt",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeArgs(g, completeFolders, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -64,20 +88,32 @@ func newFolder(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/share", req, nil); err != nil {
+			stop := func() {}
+			if req.Password != "" {
+				// The daemon derives a key from the password (scrypt,
+				// about a second) and stores the sealed folder key on
+				// the receiver.
+				stop = waiting(c.ErrOrStderr(), "sharing "+args[0]+" with "+args[1]+": sealing the folder key under the password")
+			}
+			err = cl.Do(c.Context(), http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/share", req, nil)
+			stop()
+			if err != nil {
 				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), "shared", args[0], "with", args[1])
-			return nil
+			return emit(c, changed{Action: "shared", Folder: args[0], Device: args[1]}, func(w io.Writer) {
+				fmt.Fprintln(w, "shared", args[0], "with", args[1])
+			})
 		},
 	}
 	share.Flags().StringVar(&passwordFile, "password-file", "", "file holding the folder password (for untrusted devices)")
 	share.Flags().StringVar(&newPasswordFile, "new-password-file", "", "change the folder password on the untrusted device to the one in this file")
+	jsonFlag(share)
 
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List folders",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List folders",
+		Example: "  lockstep folder list\n  lockstep folder list --json | jq -r '.[].id'",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -87,7 +123,7 @@ func newFolder(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodGet, "/rest/folders", nil, &folders); err != nil {
 				return err
 			}
-			if asJSON {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), folders)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -98,40 +134,55 @@ func newFolder(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(list)
 
 	remove := &cobra.Command{
-		Use:   "remove ID",
-		Short: "Stop syncing a folder (its files stay on disk)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return simplePost(c, g, http.MethodDelete, "/rest/folders/"+pathEscape(args[0]), "removed folder "+args[0])
-		},
+		Use:               "remove ID",
+		Short:             "Stop syncing a folder (its files stay on disk)",
+		Example:           "  lockstep folder remove docs",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
+	}
+	jsonFlag(remove)
+	remove.RunE = func(c *cobra.Command, args []string) error {
+		return simplePost(c, g, http.MethodDelete, "/rest/folders/"+pathEscape(args[0]),
+			changed{Action: "removed", Folder: args[0]}, "removed folder "+args[0])
 	}
 	allow := &cobra.Command{
-		Use:   "allow-deletes ID",
-		Short: "Let a folder that stopped before a mass deletion go on",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return simplePost(c, g, http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/allow-deletes", "folder "+args[0]+" goes on")
-		},
+		Use:               "allow-deletes ID",
+		Short:             "Let a folder that stopped before a mass deletion go on",
+		Example:           "  lockstep folder allow-deletes docs",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
+	}
+	jsonFlag(allow)
+	allow.RunE = func(c *cobra.Command, args []string) error {
+		return simplePost(c, g, http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/allow-deletes",
+			changed{Action: "allowed-deletes", Folder: args[0]}, "folder "+args[0]+" goes on")
 	}
 	c.AddCommand(add, share, list, remove, allow, newVersioning(g), newRetention(g))
 	return c
 }
 
 func newScan(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "scan ID",
-		Short: "Rescan a folder now",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return simplePost(c, g, http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/scan", "scanning "+args[0])
-		},
+	c := &cobra.Command{
+		Use:               "scan ID",
+		Short:             "Rescan a folder now",
+		Example:           "  lockstep scan docs",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 	}
+	jsonFlag(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		return simplePost(c, g, http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/scan",
+			changed{Action: "scanning", Folder: args[0]}, "scanning "+args[0])
+	}
+	return c
 }
 
-func simplePost(c *cobra.Command, g *globals, method, path, msg string) error {
+// simplePost sends a request without a body or an answer, then prints
+// msg, or res with --json.
+func simplePost(c *cobra.Command, g *globals, method, path string, res changed, msg string) error {
 	cl, err := g.client()
 	if err != nil {
 		return err
@@ -139,8 +190,7 @@ func simplePost(c *cobra.Command, g *globals, method, path, msg string) error {
 	if err := cl.Do(c.Context(), method, path, nil, nil); err != nil {
 		return err
 	}
-	fmt.Fprintln(c.OutOrStdout(), msg)
-	return nil
+	return emit(c, res, func(w io.Writer) { fmt.Fprintln(w, msg) })
 }
 
 // readPassword reads a password file: its first line, without the line

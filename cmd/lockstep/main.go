@@ -15,6 +15,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"lockstep/sync/restore"
+	"lockstep/web"
 )
 
 func main() {
@@ -34,11 +37,40 @@ func main() {
 			msg += " (see '" + cmd.CommandPath() + " --help')"
 		}
 		fmt.Fprintln(os.Stderr, "lockstep: "+msg)
-		if errors.Is(err, errUsage) || strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "accepts ") || strings.HasPrefix(msg, "unknown flag") {
-			os.Exit(exitUsage)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// Exit codes a script can rely on (docs/contract.md).
+const (
+	exitError        = 1 // any other failure
+	exitUsage        = 2 // bad usage: an unknown command or flag, wrong arguments
+	exitNoDaemon     = 3 // no daemon answers for the home
+	exitVerification = 4 // a wrong password, tampered or damaged data, a rollback
+)
+
+// exitCode maps an error to the exit code the contract promises for it;
+// every classification of errors into codes is here.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var apiErr *web.APIError
+	msg := err.Error()
+	switch {
+	case errors.Is(err, errUsage),
+		// Cobra's own errors carry no type.
+		strings.HasPrefix(msg, "unknown command"), strings.HasPrefix(msg, "accepts "),
+		strings.HasPrefix(msg, "unknown flag"), strings.HasPrefix(msg, "required flag"):
+		return exitUsage
+	case errors.Is(err, errNoDaemon), errors.Is(err, web.ErrUnreachable):
+		return exitNoDaemon
+	case errors.As(err, &apiErr) && apiErr.Kind == web.KindVerification,
+		errors.Is(err, restore.ErrDamaged),
+		web.VerificationFailed(err):
+		return exitVerification
+	}
+	return exitError
 }
 
 // oneLine keeps an error to the one line the contract promises.
@@ -53,8 +85,18 @@ type globals struct {
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
-		Use:           "lockstep",
-		Short:         "Keep folders in sync across your devices, with encrypted backups on devices you don't trust",
+		Use:   "lockstep",
+		Short: "Keep folders in sync across your devices, with encrypted backups on devices you don't trust",
+		Long: "Keep folders in sync across your devices, with encrypted backups on devices you don't trust.\n\n" +
+			"Exit codes: 0 success, 1 an error, 2 bad usage, 3 no daemon answers for the home,\n" +
+			"4 verification failed (a wrong password, tampered or damaged data, a receiver that rolled back).\n" +
+			"Commands that print a result take --json: one JSON value on stdout, nothing else there.",
+		Example: "  lockstep init --name laptop\n" +
+			"  lockstep serve &\n" +
+			"  lockstep device add OTHER-DEVICE-ID --name desktop\n" +
+			"  lockstep folder add docs ~/Documents\n" +
+			"  lockstep folder share docs OTHER-DEVICE-ID\n" +
+			"  lockstep status",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -69,15 +111,14 @@ func newRoot() *cobra.Command {
 		newVersions(g), newRestore(g), newPrune(g),
 		newConsole(g), newVersion(),
 	)
+	root.InitDefaultCompletionCmd()
+	exampleCompletion(root)
 	root.Version = versionLine()
 	root.SetVersionTemplate("{{.Version}}\n")
 	addControls(root, g)
 	refuseUnknownSubcommands(root)
 	return root
 }
-
-// Exit codes beyond 0 and 1.
-const exitUsage = 2 // bad usage: an unknown command, wrong arguments
 
 // errUsage marks errors of bad usage (errors.Is); usageErr carries one.
 var errUsage = errors.New("bad usage")
@@ -109,4 +150,28 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 // usageError is returned for wrong arguments.
 func usageError(c *cobra.Command, msg string) error {
 	return usageErr{fmt.Sprintf("%s (see '%s --help')", msg, c.CommandPath())}
+}
+
+// exampleCompletion gives cobra's completion commands examples like every
+// other command's.
+func exampleCompletion(root *cobra.Command) {
+	comp, _, err := root.Find([]string{"completion"})
+	if err != nil || comp == root {
+		return
+	}
+	comp.Example = "  source <(lockstep completion bash)\n" +
+		"  lockstep completion zsh > \"${fpath[1]}/_lockstep\"\n" +
+		"  lockstep completion fish > ~/.config/fish/completions/lockstep.fish"
+	for _, sub := range comp.Commands() {
+		switch sub.Name() {
+		case "bash":
+			sub.Example = "  source <(lockstep completion bash)\n  lockstep completion bash > /etc/bash_completion.d/lockstep"
+		case "zsh":
+			sub.Example = "  lockstep completion zsh > \"${fpath[1]}/_lockstep\""
+		case "fish":
+			sub.Example = "  lockstep completion fish > ~/.config/fish/completions/lockstep.fish"
+		case "powershell":
+			sub.Example = "  lockstep completion powershell | Out-String | Invoke-Expression"
+		}
+	}
 }

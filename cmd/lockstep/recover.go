@@ -28,6 +28,8 @@ func newRecover(g *globals) *cobra.Command {
 			"(created; it must be empty if it exists). Needs only this device's identity (created if missing) " +
 			"and the folder password; the receiver must have accepted this device and shared the folder with it. " +
 			"No daemon needs to run.",
+		Example: "  lockstep recover --from tcp://vps.example.org:22100 --device RECEIVER-ID \\\n" +
+			"      --folder docs --password-file ~/.docs-password --to ~/Documents",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			addr, err := connections.ParseAddress(from)
@@ -77,7 +79,11 @@ func newRecover(g *globals) *cobra.Command {
 			if errors.Is(err, restore.ErrIncomplete) && !acceptIncomplete {
 				return fmt.Errorf("%w; nothing was written (--accept-incomplete writes what the receiver holds)", err)
 			}
-			fmt.Fprintf(c.OutOrStdout(), "recovered %d files (%s) of folder %s into %s%s\n", res.Files, mib(res.Bytes), folder, target, asOf(res))
+			if jerr := emit(c, recoveredOf(folder, target, res), func(w io.Writer) {
+				fmt.Fprintf(w, "recovered %d files (%s) of folder %s into %s%s\n", res.Files, mib(res.Bytes), folder, target, asOf(res))
+			}); jerr != nil {
+				return jerr
+			}
 			return err
 		},
 	}
@@ -90,6 +96,9 @@ func newRecover(g *globals) *cobra.Command {
 	for _, name := range []string{"from", "device", "folder", "password-file", "to"} {
 		_ = c.MarkFlagRequired(name)
 	}
+	_ = c.MarkFlagDirname("to")
+	_ = c.MarkFlagFilename("password-file")
+	jsonFlag(c)
 	return c
 }
 
@@ -167,7 +176,7 @@ func (pp *progressPrinter) print(p restore.Progress) {
 	pp.final = p
 	line := pp.line(p)
 	if pp.terminal {
-		fmt.Fprintf(pp.w, "\r%s\x1b[K", line)
+		fmt.Fprintf(pp.w, "\r%s %s\x1b[K", progressBar(p), line)
 		pp.drawn = true
 		return
 	}

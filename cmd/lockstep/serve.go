@@ -26,7 +26,11 @@ func newServe(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the node in the foreground until SIGINT/SIGTERM",
-		Args:  cobra.NoArgs,
+		Example: "  lockstep serve\n" +
+			"  lockstep serve --listen tcp://0.0.0.0:22100 --gui 127.0.0.1:8385 --name laptop\n" +
+			"  # a receiver keeping its blobs in S3 (keys from the environment)\n" +
+			"  lockstep serve --s3-endpoint s3.example.org --s3-bucket lockstep",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			// Before the heap grows: a node's buffers, and scrypt's work
 			// area when it shares a folder, fault in far fewer pages.
@@ -72,5 +76,6 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().StringVar(&find.RelayListen, "relay-listen", "0.0.0.0:22067", "the relay's address")
 	c.Flags().StringVar(&find.LocalListen, "local-discovery-listen", "", "the UDP address LAN announcements are received on (default port 22100)")
 	c.Flags().StringVar(&name, "name", "", "device name when the identity is created (default: the host name)")
+	completeFlag(c, "log-level", "debug", "info", "warn", "error")
 	return c
 }

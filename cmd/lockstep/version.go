@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -20,6 +21,11 @@ var (
 // versionLine says which lockstep this is: its version, the commit it was
 // built from (when the build knew it) and the Go that built it.
 func versionLine() string {
+	return fmt.Sprintf("lockstep %s (commit %s, %s)", version, commitOf(), runtime.Version())
+}
+
+// commitOf is the commit this binary was built from, or "unknown".
+func commitOf() string {
 	commit := commit
 	if commit == "" {
 		commit = "unknown"
@@ -31,17 +37,27 @@ func versionLine() string {
 			}
 		}
 	}
-	return fmt.Sprintf("lockstep %s (commit %s, %s)", version, commit, runtime.Version())
+	return commit
 }
 
 func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, the commit it was built from and the Go version",
-		Args:  cobra.NoArgs,
+	c := &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version, the commit it was built from and the Go version",
+		Example: "  lockstep version\n  lockstep --version\n  lockstep version --json",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			fmt.Fprintln(c.OutOrStdout(), versionLine())
-			return nil
+			v := versionJSON{Version: version, Commit: commitOf(), Go: runtime.Version()}
+			return emit(c, v, func(w io.Writer) { fmt.Fprintln(w, versionLine()) })
 		},
 	}
+	jsonFlag(c)
+	return c
+}
+
+// versionJSON is what `version --json` prints.
+type versionJSON struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Go      string `json:"go"`
 }

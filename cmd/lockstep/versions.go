@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"text/tabwriter"
@@ -14,39 +15,58 @@ import (
 	"lockstep/web"
 )
 
-// newVersioning is `folder versioning ID --type T [--keep N] [--days N]`.
+// newVersioning is `folder versioning ID [--type T [--keep N] [--days N]]`.
 func newVersioning(g *globals) *cobra.Command {
 	var typ string
 	var keep, days int
 	c := &cobra.Command{
-		Use:   "versioning ID --type none|trashcan|simple|staggered [--keep N] [--days N]",
-		Short: "Keep replaced and deleted files under the folder's .lockstep/versions",
-		Args:  cobra.ExactArgs(1),
+		Use:   "versioning ID [--type none|trashcan|simple|staggered [--keep N] [--days N]]",
+		Short: "Keep replaced and deleted files under the folder's .lockstep/versions; without --type, show the policy",
+		Example: "  lockstep folder versioning docs\n" +
+			"  lockstep folder versioning docs --type simple --keep 10\n" +
+			"  lockstep folder versioning docs --type trashcan --days 30\n" +
+			"  lockstep folder versioning docs --type none",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
 				return err
 			}
 			path := "/rest/folders/" + pathEscape(args[0]) + "/versioning"
-			if typ == "" {
-				var v web.Versioning
-				if err := cl.Do(c.Context(), http.MethodGet, path, nil, &v); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.OutOrStdout(), "%s: %s (keep %d, days %d)\n", args[0], v.Type, v.Keep, v.Days)
-				return nil
+			if typ != "" {
+				err = cl.Do(c.Context(), http.MethodPut, path, web.Versioning{Type: typ, Keep: keep, Days: days}, nil)
 			}
-			if err := cl.Do(c.Context(), http.MethodPut, path, web.Versioning{Type: typ, Keep: keep, Days: days}, nil); err != nil {
-				return err
+			var v web.Versioning
+			if err == nil {
+				err = cl.Do(c.Context(), http.MethodGet, path, nil, &v)
 			}
-			fmt.Fprintf(c.OutOrStdout(), "folder %s: versioning %s\n", args[0], typ)
-			return nil
+			if err != nil {
+				return onReceiver(c, cl, args[0], err)
+			}
+			return emit(c, versioningJSON{Folder: args[0], Versioning: v}, func(w io.Writer) {
+				fmt.Fprintf(w, "%s: %s (keep %d, days %d)\n", args[0], v.Type, v.Keep, v.Days)
+			})
 		},
 	}
 	c.Flags().StringVar(&typ, "type", "", "none, trashcan (keep --days), simple (keep --keep per file) or staggered (thin out over --days); without it, show the current one")
 	c.Flags().IntVar(&keep, "keep", 0, "simple: versions kept per file (default 5)")
 	c.Flags().IntVar(&days, "days", 0, "trashcan: days kept (0 = forever); staggered: maximum age (default 365)")
+	completeFlag(c, "type", "none", "trashcan", "simple", "staggered")
+	jsonFlag(c)
 	return c
+}
+
+// versioningJSON is what `folder versioning --json` prints.
+type versioningJSON struct {
+	Folder string `json:"folder"`
+	web.Versioning
+}
+
+// retentionJSON is what `folder retention --json` prints.
+type retentionJSON struct {
+	Folder string `json:"folder"`
+	web.Retention
 }
 
 // newRetention is `folder retention ID [--keep-...]`, on a receiver.
@@ -54,26 +74,51 @@ func newRetention(g *globals) *cobra.Command {
 	var r web.Retention
 	c := &cobra.Command{
 		Use:   "retention ID [--keep-last N] [--keep-hourly N] [--keep-daily N] [--keep-weekly N] [--keep-monthly N] [--keep-yearly N] [--keep-deleted-days N]",
-		Short: "Set which versions a receiver keeps of an encrypted folder (run on the receiver); `prune` applies it",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show or set which versions a receiver keeps of an encrypted folder (run on the receiver); `prune` applies it",
+		Long: "Without flags, print the folder's retention policy. Each flag given sets that value and\n" +
+			"leaves the others as they are. A version is kept if any rule keeps it; with every\n" +
+			"keep count 0 all versions are kept (only --keep-deleted-days drops any).",
+		Example: "  lockstep folder retention docs\n" +
+			"  lockstep folder retention docs --keep-last 10 --keep-daily 14 --keep-monthly 12\n" +
+			"  lockstep folder retention docs --keep-deleted-days 90\n" +
+			"  lockstep prune docs --dry-run",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
 				return err
 			}
 			path := "/rest/folders/" + pathEscape(args[0]) + "/retention"
-			if c.Flags().NFlag() == 0 {
-				var cur web.Retention
-				if err := cl.Do(c.Context(), http.MethodGet, path, nil, &cur); err != nil {
-					return err
-				}
-				return printJSON(c.OutOrStdout(), cur)
-			}
-			if err := cl.Do(c.Context(), http.MethodPut, path, r, nil); err != nil {
+			var cur web.Retention
+			if err := cl.Do(c.Context(), http.MethodGet, path, nil, &cur); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "folder %s: retention set\n", args[0])
-			return nil
+			// Only the flags given change: --home and --json are flags
+			// too, so counting flags cannot tell showing from setting.
+			set := false
+			for name, v := range map[string]*int{
+				"keep-last": &cur.KeepLast, "keep-hourly": &cur.KeepHourly, "keep-daily": &cur.KeepDaily,
+				"keep-weekly": &cur.KeepWeekly, "keep-monthly": &cur.KeepMonthly, "keep-yearly": &cur.KeepYearly,
+				"keep-deleted-days": &cur.KeepDeletedDays,
+			} {
+				if c.Flags().Changed(name) {
+					n, _ := c.Flags().GetInt(name)
+					*v, set = n, true
+				}
+			}
+			if set {
+				if err := cl.Do(c.Context(), http.MethodPut, path, cur, nil); err != nil {
+					return err
+				}
+			}
+			return emit(c, retentionJSON{Folder: args[0], Retention: cur}, func(w io.Writer) {
+				fmt.Fprintf(w, "folder %s keeps: keep-last %d, keep-hourly %d, keep-daily %d, keep-weekly %d, keep-monthly %d, keep-yearly %d, keep-deleted-days %d\n",
+					args[0], cur.KeepLast, cur.KeepHourly, cur.KeepDaily, cur.KeepWeekly, cur.KeepMonthly, cur.KeepYearly, cur.KeepDeletedDays)
+				if cur.KeepLast+cur.KeepHourly+cur.KeepDaily+cur.KeepWeekly+cur.KeepMonthly+cur.KeepYearly == 0 {
+					fmt.Fprintln(w, "(every keep count is 0: all versions are kept)")
+				}
+			})
 		},
 	}
 	f := c.Flags()
@@ -84,15 +129,39 @@ func newRetention(g *globals) *cobra.Command {
 	f.IntVar(&r.KeepMonthly, "keep-monthly", 0, "... months")
 	f.IntVar(&r.KeepYearly, "keep-yearly", 0, "... years")
 	f.IntVar(&r.KeepDeletedDays, "keep-deleted-days", 0, "drop every version of a file deleted more than N days ago (0: keep)")
+	jsonFlag(c)
 	return c
 }
 
+// onReceiver turns err, an error about folder id, into one that says what
+// a receiver can and cannot do when this node holds id as a receiver:
+// it cannot read the folder, so it has no versions to list, restore or
+// keep by versioning; its history is in its retention policy. Any other
+// error is returned as it is.
+func onReceiver(c *cobra.Command, cl *web.Client, id string, err error) error {
+	var folders []web.FolderStatus
+	if cl.Do(c.Context(), http.MethodGet, "/rest/folders", nil, &folders) != nil {
+		return err
+	}
+	for _, f := range folders {
+		if f.ID == id && f.Type == "encrypted" {
+			return fmt.Errorf("this node holds folder %s encrypted, as a receiver: it cannot read its files, so it has no versions to list, restore or keep by versioning;"+
+				" here you can set which versions it keeps ('lockstep folder retention %s') and apply that ('lockstep prune %s');"+
+				" list and restore versions on a trusted device that shares the folder ('lockstep versions %s' there)", id, id, id, id)
+		}
+	}
+	return err
+}
+
 func newVersions(g *globals) *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
 		Use:   "versions ID [PATH] [--json]",
-		Short: "List kept versions of a folder's files, newest first",
-		Args:  cobra.RangeArgs(1, 2),
+		Short: "List kept versions of a folder's files, newest first (local and on receivers)",
+		Example: "  lockstep versions docs\n" +
+			"  lockstep versions docs notes/todo.txt\n" +
+			"  lockstep versions docs notes/todo.txt --json | jq -r '.[0].version'",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -104,9 +173,9 @@ func newVersions(g *globals) *cobra.Command {
 			}
 			var vs []web.FileVersion
 			if err := cl.Do(c.Context(), http.MethodGet, path, nil, &vs); err != nil {
-				return err
+				return onReceiver(c, cl, args[0], err)
 			}
-			if asJSON {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), vs)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -117,8 +186,14 @@ func newVersions(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	jsonFlag(c)
 	return c
+}
+
+// restoredJSON is what `restore --json` prints.
+type restoredJSON struct {
+	Folder string `json:"folder"`
+	web.Restored
 }
 
 func newRestore(g *globals) *cobra.Command {
@@ -126,7 +201,13 @@ func newRestore(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "restore ID (PATH [--version V | --at RFC3339] [--to DIR] | --all --at RFC3339 --to DIR)",
 		Short: "Put back a kept version of a file (in place, the current one going to versioning, or into --to DIR)",
-		Args:  cobra.RangeArgs(1, 2),
+		Example: "  lockstep restore docs notes/todo.txt\n" +
+			"  lockstep restore docs notes/todo.txt --version VERSION --to /tmp/old\n" +
+			"  lockstep restore docs notes/todo.txt --at 2026-01-02T15:04:05Z\n" +
+			"  # the whole folder as the receivers held it then\n" +
+			"  lockstep restore docs --all --at 2026-01-02T15:04:05Z --to /tmp/docs-then",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				req.Path = args[1]
@@ -141,7 +222,13 @@ func newRestore(g *globals) *cobra.Command {
 			// A whole folder can take longer than the client's usual
 			// timeout; the command's context still ends it.
 			long := *cl
-			long.HTTP = &http.Client{}
+			if long.HTTP != nil {
+				hc := *long.HTTP
+				hc.Timeout = 0
+				long.HTTP = &hc
+			} else {
+				long.HTTP = &http.Client{}
+			}
 			ctx, stop := context.WithCancel(c.Context())
 			defer stop()
 			watched := make(chan struct{})
@@ -154,19 +241,31 @@ func newRestore(g *globals) *cobra.Command {
 			stop()
 			<-watched
 			if err != nil {
-				return err
+				return onReceiver(c, cl, args[0], err)
 			}
-			for _, p := range res.Restored {
-				fmt.Fprintln(c.OutOrStdout(), "restored", p)
+			if req.All && len(res.Restored) == 0 {
+				return fmt.Errorf("nothing to restore: no receiver held a file of folder %s at %s (see 'lockstep versions %s' for the times it has)", args[0], req.At, args[0])
 			}
-			return nil
+			return emit(c, restoredJSON{Folder: args[0], Restored: res}, func(w io.Writer) {
+				for _, p := range res.Restored {
+					fmt.Fprintln(w, "restored", p)
+				}
+			})
 		},
 	}
 	c.Flags().StringVar(&req.Version, "version", "", "the version to restore, as 'lockstep versions' lists it (local or a receiver's); default the newest local one")
 	c.Flags().StringVar(&req.At, "at", "", "restore the version that was current at this time (RFC 3339)")
 	c.Flags().StringVar(&req.To, "to", "", "write into this directory instead of the folder")
 	c.Flags().BoolVar(&req.All, "all", false, "the whole folder (with --at and --to)")
+	_ = c.MarkFlagDirname("to")
+	jsonFlag(c)
 	return c
+}
+
+// prunedJSON is what `prune --json` prints.
+type prunedJSON struct {
+	Folder string `json:"folder"`
+	web.Pruned
 }
 
 func newPrune(g *globals) *cobra.Command {
@@ -174,7 +273,11 @@ func newPrune(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "prune ID [--dry-run] [--grace DURATION]",
 		Short: "Apply retention now: on a receiver drop versions and unreferenced chunks; on a trusted device clean local versions",
-		Args:  cobra.ExactArgs(1),
+		Example: "  lockstep prune docs --dry-run\n" +
+			"  lockstep prune docs\n" +
+			"  lockstep prune docs --grace 0s --json",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -184,25 +287,26 @@ func newPrune(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/prune", req, &res); err != nil {
 				return err
 			}
-			out := c.OutOrStdout()
-			if res.Versions != nil {
-				for _, v := range res.Versions {
-					fmt.Fprintf(out, "removed %s (%s, %d bytes)\n", printable(v.Path), printable(v.Version), v.Size)
+			return emit(c, prunedJSON{Folder: args[0], Pruned: res}, func(out io.Writer) {
+				if res.Versions != nil {
+					for _, v := range res.Versions {
+						fmt.Fprintf(out, "removed %s (%s, %d bytes)\n", printable(v.Path), printable(v.Version), v.Size)
+					}
+					fmt.Fprintf(out, "removed %d local versions (%d bytes)\n", len(res.Versions), res.Bytes)
+					return
 				}
-				fmt.Fprintf(out, "removed %d local versions (%d bytes)\n", len(res.Versions), res.Bytes)
-				return nil
-			}
-			verb := "dropped"
-			if res.DryRun {
-				verb = "would drop"
-			}
-			fmt.Fprintf(out, "%s %d versions (%d files gone entirely), kept %d; %s %d chunks (%d bytes)\n",
-				verb, res.Records, res.Files, res.Kept, map[bool]string{true: "would delete", false: "deleted"}[res.DryRun], res.Chunks, res.Bytes)
-			return nil
+				verb := "dropped"
+				if res.DryRun {
+					verb = "would drop"
+				}
+				fmt.Fprintf(out, "%s %d versions (%d files gone entirely), kept %d; %s %d chunks (%d bytes)\n",
+					verb, res.Records, res.Files, res.Kept, map[bool]string{true: "would delete", false: "deleted"}[res.DryRun], res.Chunks, res.Bytes)
+			})
 		},
 	}
 	c.Flags().BoolVar(&req.DryRun, "dry-run", false, "say what would go, change nothing")
 	c.Flags().StringVar(&req.Grace, "grace", "1h", "keep unreferenced chunks younger than this")
+	jsonFlag(c)
 	return c
 }
 
