@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/db"
 	"lockstep/sync/backup"
+	"lockstep/sync/connections"
 	"lockstep/sync/engine"
 	"lockstep/sync/events"
 	"lockstep/sync/versions"
@@ -254,5 +257,134 @@ func TestTimeLeft(t *testing.T) {
 		if got := timeLeft(secs); got != want {
 			t.Errorf("timeLeft(%d) = %q, want %q", secs, got, want)
 		}
+	}
+}
+
+// liveConns reports the device it holds as connected.
+type liveConns struct{ id crypt.DeviceID }
+
+func (c liveConns) Connections() []connections.Info {
+	return []connections.Info{{ID: c.id, Addr: "192.0.2.1:22100", Type: "lan"}}
+}
+func (liveConns) Reload() {}
+
+// TestAcceptPendingDevice: a pending device is accepted with the name it
+// announced (or one typed) and the trust chosen, and the flash says so;
+// without a choice of trust nothing is added.
+func TestAcceptPendingDevice(t *testing.T) {
+	ls := startServer(t, nil, fakeEngine{}, nil)
+	ctx := context.Background()
+	var laptop, phone crypt.DeviceID
+	laptop[0], phone[0] = 1, 2
+	for _, d := range []crypt.DeviceID{laptop, phone} {
+		if err := ls.db.AddPendingDevice(ctx, db.PendingDevice{ID: d.String(), Name: "laptop-b", Address: "192.0.2.1:22100"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := setUp(t, ls.base)
+	body := getPage(t, c, ls.base+"/devices")
+	for _, want := range []string{`name="name" class="accept-name" value="laptop-b"`, `value="trusted" class="accept-trusted" checked`, `value="untrusted" class="accept-untrusted">`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the devices page lacks %s:\n%s", want, body)
+		}
+	}
+	tok := formToken(t, c, ls.base, "/devices")
+	accept := func(id crypt.DeviceID, form url.Values) string {
+		t.Helper()
+		form.Set("csrf", tok)
+		form.Set("id", id.String())
+		if resp := post(t, c, ls.base+"/pending/accept", form); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("POST accept: %s", resp.Status)
+		}
+		return flashOf(t, c, ls.base+"/devices")
+	}
+	if got := accept(laptop, url.Values{"name": {"laptop-b"}}); !strings.HasPrefix(got, "Error: Choose whether the device is trusted") {
+		t.Errorf("no trust chosen: flash %q", got)
+	}
+	if _, err := ls.db.Device(ctx, laptop.String()); err == nil {
+		t.Fatal("a device was added without a choice of trust")
+	}
+	if got := accept(laptop, url.Values{"name": {"laptop-b"}, "trust": {"untrusted"}}); got != "Accepted device laptop-b as untrusted." {
+		t.Errorf("flash %q", got)
+	}
+	if d, err := ls.db.Device(ctx, laptop.String()); err != nil || d.Name != "laptop-b" || !d.Untrusted {
+		t.Errorf("accepted device %+v, %v: want laptop-b, untrusted", d, err)
+	}
+	if got := accept(phone, url.Values{"name": {" my phone "}, "trust": {"trusted"}}); got != "Accepted device my phone as trusted." {
+		t.Errorf("flash %q", got)
+	}
+	if d, err := ls.db.Device(ctx, phone.String()); err != nil || d.Name != "my phone" || d.Untrusted {
+		t.Errorf("accepted device %+v, %v: want my phone, trusted", d, err)
+	}
+	if p, _ := ls.db.PendingDevices(ctx); len(p) != 0 {
+		t.Errorf("still pending: %+v", p)
+	}
+}
+
+// TestFormFlashes: the flashes of the forms say what happened, by name;
+// sharing with an untrusted device asks for the password twice alike,
+// in the page's words; a connected device shows no "last seen".
+func TestFormFlashes(t *testing.T) {
+	var laptop, vps crypt.DeviceID
+	laptop[0], vps[0] = 1, 2
+	ls := startServer(t, nil, fakeEngine{}, func(s *Server) { s.cfg.Conns = liveConns{laptop} })
+	ctx := context.Background()
+	c := setUp(t, ls.base)
+	tok := formToken(t, c, ls.base, "/devices")
+	send := func(path, back string, form url.Values) string {
+		t.Helper()
+		form.Set("csrf", tok)
+		if resp := post(t, c, ls.base+path, form); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("POST %s: %s", path, resp.Status)
+		}
+		return flashOf(t, c, ls.base+back)
+	}
+	if got := send("/devices", "/devices", url.Values{"id": {laptop.String()}, "name": {"laptop-b"}}); got != "Added device laptop-b as trusted." {
+		t.Errorf("adding a device: %q", got)
+	}
+	if got := send("/devices", "/devices", url.Values{"id": {vps.String()}, "name": {"vps"}, "untrusted": {"1"}}); got != "Added device vps as untrusted." {
+		t.Errorf("adding a device: %q", got)
+	}
+	dir := t.TempDir()
+	if got := send("/folders", "/folders", url.Values{"id": {"docs"}, "path": {dir}, "type": {"sendreceive"}}); got != "Added folder docs at "+dir+"." {
+		t.Errorf("adding a folder: %q", got)
+	}
+	if got := send("/folders/share", "/folders", url.Values{"folder": {"docs"}, "device": {laptop.String()}}); got != "Shared folder docs with laptop-b." {
+		t.Errorf("sharing: %q", got)
+	}
+	if got := send("/folders/share", "/folders", url.Values{"folder": {"docs"}, "device": {vps.String()}}); got != "Error: Enter the folder password: the untrusted device gets only data encrypted with it" {
+		t.Errorf("sharing without a password: %q", got)
+	}
+	if got := send("/folders/share", "/folders", url.Values{"folder": {"docs"}, "device": {vps.String()}, "password": {"one password"}, "password2": {"another"}}); !strings.HasPrefix(got, "Error: The two passwords differ") {
+		t.Errorf("sharing with passwords that differ: %q", got)
+	}
+	body := getPage(t, c, ls.base+"/folders")
+	for _, want := range []string{`id="share-password2"`, "nobody can recover it"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the share form lacks %q", want)
+		}
+	}
+	// Offered by a device with a name: accepted "from" it.
+	if err := ls.db.AddPendingFolder(ctx, db.PendingFolder{DeviceID: laptop.String(), FolderID: "photos"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := send("/pending/accept", "/folders", url.Values{"id": {"photos"}, "path": {filepath.Join(t.TempDir(), "photos")}}); got != "Accepted folder photos from laptop-b." {
+		t.Errorf("accepting a folder: %q", got)
+	}
+	// The connected laptop shows no "last seen", the vps does.
+	if err := ls.db.TouchDevice(ctx, laptop.String(), time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	body = getPage(t, c, ls.base+"/fragments/devices")
+	row := func(id crypt.DeviceID) string {
+		i := strings.Index(body, `<tr data-device="`+id.String()+`">`)
+		j := strings.Index(body[i:], "</tr>")
+		return body[i : i+j]
+	}
+	if r := row(laptop); strings.Contains(r, "ago") || strings.Contains(r, "never") {
+		t.Errorf("the connected device shows a last seen: %s", r)
+	}
+	if r := row(vps); !strings.Contains(r, `data-label="Last seen">never</td>`) {
+		t.Errorf("the disconnected device shows no last seen: %s", r)
 	}
 }

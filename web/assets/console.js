@@ -13,11 +13,20 @@ document.addEventListener("DOMContentLoaded", function () {
   var dev = document.getElementById("share-device");
   var pw = document.getElementById("share-password-label");
   if (dev && pw) {
+    var first = document.getElementById("share-password");
+    var again = document.getElementById("share-password2");
     var update = function () {
       var opt = dev.options[dev.selectedIndex];
       pw.hidden = !(opt && opt.dataset.untrusted === "true");
+      // Only a shown password is asked for.
+      first.required = again.required = !pw.hidden;
+    };
+    var same = function () {
+      again.setCustomValidity(first.value === again.value ? "" : "The two passwords differ.");
     };
     dev.addEventListener("change", update);
+    first.addEventListener("input", same);
+    again.addEventListener("input", same);
     update();
   }
   followNode();
