@@ -170,6 +170,11 @@ func (s *Server) deleteDevice(c echo.Context) error {
 		return err
 	}
 	s.cfg.Conns.Reload()
+	// The database forgets its shares with it; the running folders learn
+	// it here, or they would list it as a peer until the next change.
+	if err := s.cfg.Engine.Reload(c.Request().Context()); err != nil {
+		return err
+	}
 	return c.NoContent(http.StatusNoContent)
 }
 
