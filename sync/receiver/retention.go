@@ -46,6 +46,9 @@ type PruneOptions struct {
 	DryRun bool
 	Grace  time.Duration // chunks stored less than this long ago stay even unreferenced (0: none; the CLI's default is 1h)
 	Now    time.Time     // zero: time.Now()
+	// Try, in a dry run only, is a policy to try instead of the
+	// folder's: what it would drop, before it is saved.
+	Try *Policy
 }
 
 // PruneResult is what a Prune dropped (or would drop, in a dry run).
@@ -154,6 +157,14 @@ func (r *Receiver) Prune(ctx context.Context, folderID string, o PruneOptions) (
 	if o.Grace < 0 {
 		return PruneResult{}, fmt.Errorf("%w: negative grace %v", ErrInvalidPolicy, o.Grace)
 	}
+	if o.Try != nil && !o.DryRun {
+		return PruneResult{}, fmt.Errorf("%w: a policy to try is only for a dry run", ErrInvalidPolicy)
+	}
+	if o.Try != nil {
+		if err := o.Try.check(); err != nil {
+			return PruneResult{}, err
+		}
+	}
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -164,11 +175,15 @@ func (r *Receiver) Prune(ctx context.Context, folderID string, o PruneOptions) (
 	f.append.Lock()
 	defer f.append.Unlock()
 
-	p, err := r.db.ReceiverRetention(ctx, folderID)
+	stored, err := r.db.ReceiverRetention(ctx, folderID)
 	if err != nil {
 		return PruneResult{}, err
 	}
-	pl, err := r.plan(ctx, folderID, Policy(p), o.Now)
+	p := Policy(stored)
+	if o.Try != nil {
+		p = *o.Try
+	}
+	pl, err := r.plan(ctx, folderID, p, o.Now)
 	if err != nil {
 		return PruneResult{}, err
 	}

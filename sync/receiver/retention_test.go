@@ -246,6 +246,18 @@ func testPrune(t *testing.T, store blob.Store) {
 	if !reflect.DeepEqual(n.records(t), recsBefore) || !reflect.DeepEqual(n.chunkSizes(t), chunksBefore) {
 		t.Fatal("a dry run changed the database")
 	}
+	// A policy tried before it is saved: keeping 3 of file 1 and the
+	// deleted file's versions drops nothing but the unreferenced chunk.
+	tried, err := n.r.Prune(ctx, folderID, PruneOptions{DryRun: true, Grace: time.Hour, Now: now, Try: &Policy{KeepLast: 3}})
+	if want := (PruneResult{Chunks: 1, Bytes: 80, Kept: 6}); err != nil || tried != want {
+		t.Fatalf("dry run of another policy = %+v, %v; want %+v", tried, err, want)
+	}
+	if got, _ := n.r.Retention(ctx, folderID); got != policy {
+		t.Fatalf("trying a policy saved it: %+v", got)
+	}
+	if _, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour, Now: now, Try: &Policy{KeepLast: 3}}); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("a real prune with a policy to try: %v", err)
+	}
 	got, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour, Now: now})
 	if err != nil || got != want {
 		t.Fatalf("Prune = %+v, %v; want %+v", got, err, want)
