@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -104,6 +105,20 @@ func (b *Backup) ReceiverVersions(ctx context.Context, folderID, name string) ([
 	}
 	slices.SortStableFunc(out, func(a, b ReceiverVersion) int { return b.Stored.Compare(a.Stored) })
 	return out, nil
+}
+
+// ContentID identifies the version's content: the SHA-256 of its chunks'
+// hashes in order, in hex. Two versions with the same content have the
+// same ID, on any receiver; a deletion has none.
+func (v ReceiverVersion) ContentID() string {
+	if v.Deleted {
+		return ""
+	}
+	h := sha256.New()
+	for _, b := range v.rec.Blocks {
+		h.Write(b.Hash[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // IsReceiverVersion reports whether a version ID names a receiver's
