@@ -146,6 +146,9 @@ func TestDevicePauseAndRename(t *testing.T) {
 	if d := deviceOf(t, a, b.ID); !d.Paused || d.Name != "the other laptop" {
 		t.Errorf("a's entry of b: %+v, want paused and renamed", d)
 	}
+	if out := a.cli("device", "list"); !strings.Contains(out, "paused") {
+		t.Errorf("device list does not say b is paused:\n%s", out)
+	}
 	writeFile(t, filepath.Join(c.dirs[1], "from-b.txt"), []byte("b"), 0o644)
 	b.cli("scan", "f")
 	// b keeps dialling a; a refuses it and does not list it as pending.

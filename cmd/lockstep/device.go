@@ -120,6 +120,9 @@ func newDevice(g *globals) *cobra.Command {
 				if d.Connected {
 					via = d.Connection
 				}
+				if d.Paused {
+					via = "paused"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", d.ID, printable(d.Name), d.Connected, via, trust)
 			}
 			return tw.Flush()
