@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"lockstep/test/testutil"
 )
 
@@ -363,6 +365,50 @@ func TestConsoleControls(t *testing.T) {
 	ca.submit("saving a bad pattern", map[string]string{"#ignores-text": "ok\n!\n"}, "#ignores-submit", "#flash.flash-error")
 	if got, _ := os.ReadFile(filepath.Join(c.dirs[0], ".lockstepignore")); string(got) != "*.bak\nbuild/\n" {
 		t.Errorf("a refused pattern changed .lockstepignore to %q", got)
+	}
+
+	// A stuck item and the recent changes on the folder's page: b turns
+	// a directory into a file, which a cannot put in place while its
+	// directory holds a file a ignores.
+	ca.submit("ignoring *.keep", map[string]string{"#ignores-text": "*.keep\n"}, "#ignores-submit", "#flash")
+	writeFile(t, filepath.Join(c.dirs[0], "clash", "private.keep"), []byte("a's own"), 0o644)
+	a.cli("scan", "f")
+	testutil.Eventually(t, converge, "b to get the directory clash", func() bool {
+		fi, err := os.Stat(filepath.Join(c.dirs[1], "clash"))
+		return err == nil && fi.IsDir()
+	})
+	if err := os.Remove(filepath.Join(c.dirs[1], "clash")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(c.dirs[1], "clash"), []byte("a file now"), 0o644)
+	b.cli("scan", "f")
+	testutil.Eventually(t, converge, "a to fail on clash", func() bool {
+		return strings.Contains(a.cli("folder", "needed", "f"), "directory")
+	})
+	stuck := `#needed-items tr[data-name="clash"] .reason.error`
+	ca.visit("/folders/f", stuck)
+	if got := ca.text(stuck); !strings.Contains(got, "directory") {
+		t.Errorf("the page's reason for clash: %q", got)
+	}
+	if got := ca.text(`#changes tr[data-name="clash"] .by`); got != "this device" {
+		t.Errorf("who made clash, on the page: %q", got)
+	}
+
+	// Everything fits a phone, with these rows and forms.
+	ca.run("a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	for _, p := range []string{"/folders/f", "/devices", "/folders"} {
+		ca.visit(p, "main")
+		if bad := get(ca, "measuring "+p, chromedp.Evaluate[[]string](`(() => {
+			const w = document.documentElement.clientWidth, out = [];
+			if (document.documentElement.scrollWidth > w) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
+			document.querySelectorAll("button, a, input, select, textarea, summary").forEach(e => {
+				const r = e.getBoundingClientRect();
+				if ((r.width || r.height) && (r.right > w + 0.5 || r.left < -0.5)) out.push(e.tagName + " " + (e.id || e.className) + " spans " + Math.round(r.left) + " to " + Math.round(r.right));
+			});
+			return out;
+		})()`)); len(bad) > 0 {
+			t.Errorf("at 390 px %s does not fit:\n  %s", p, strings.Join(bad, "\n  "))
+		}
 	}
 	if n := ca.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
