@@ -127,6 +127,9 @@ func (s *Server) controlPageRoutes(g *echo.Group) {
 	g.POST("/devices/:id/rename", s.postDeviceControlForm("rename"))
 }
 
+// The node's engine has every control.
+var _ Controls = (*engine.Engine)(nil)
+
 // errNoControls: the engine has no Controls.
 var errNoControls = echo.NewHTTPError(http.StatusNotImplemented, "this node's engine has no such control")
 
