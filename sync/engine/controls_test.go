@@ -71,13 +71,35 @@ func TestNeededReasons(t *testing.T) {
 		t.Errorf("limit 1: %d items of %d", len(need), total)
 	}
 
+	// A deletion the mass deletion guard holds says so.
+	if _, err := f.set.UpdateLocal(ctx, []index.Record{{Name: "mine", Type: index.File, Version: index.Vector{{ID: f.short, Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	gone := peerFile(peer, "mine", index.File, 3)
+	gone.Deleted, gone.Version = true, index.Vector{{ID: f.short, Value: 1}, {ID: peer.Short(), Value: 3}}
+	announce(t, f, peer, gone)
+	f.changeState(func() { f.blocked, f.err = true, "stopped before a mass deletion" })
+	need, _, err = f.e.Needed(ctx, "f", 0)
+	must(err)
+	held := false
+	for _, n := range need {
+		if n.Name == "mine" {
+			held = n.Deleted && n.Reason == ReasonMassGuard+": stopped before a mass deletion"
+		}
+	}
+	if !held {
+		t.Errorf("a held deletion: %+v, want %q", need, ReasonMassGuard)
+	}
+
 	cfg := f.config()
 	cfg.Type = db.SendOnly
 	f.setConfig(cfg)
 	need, _, err = f.e.Needed(ctx, "f", 0)
 	must(err)
-	if len(need) != 1 || need[0].Reason != ReasonSendOnly {
-		t.Fatalf("send-only: %+v, want %q", need, ReasonSendOnly)
+	for _, n := range need {
+		if n.Reason != ReasonSendOnly {
+			t.Errorf("send-only: %+v, want %q", n, ReasonSendOnly)
+		}
 	}
 
 	if _, _, err := f.e.Needed(ctx, "nope", 0); !errors.Is(err, db.ErrNotFound) {
