@@ -237,6 +237,9 @@ type Retention struct {
 type Prune struct {
 	DryRun bool   `json:"dryRun"`
 	Grace  string `json:"grace,omitempty"` // a Go duration, default 1h
+	// Policy, in a dry run on a receiver only, is a retention to try
+	// instead of the folder's, before it is saved.
+	Policy *Retention `json:"policy,omitempty"`
 }
 
 // Pruned answers a prune: on a receiver the versions and chunks dropped,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -49,7 +50,7 @@ func (s *Server) getDownload(c echo.Context) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	where, err := s.restoreForDownload(c, f.ID, name, version, tmp)
+	where, at, err := s.restoreForDownload(c, f.ID, name, version, tmp)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (s *Server) getDownload(c echo.Context) error {
 	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "application/octet-stream")
-	h.Set(echo.HeaderContentDisposition, contentDisposition(name))
+	h.Set(echo.HeaderContentDisposition, contentDisposition(versionedName(name, at)))
 	h.Set(echo.HeaderContentLength, fmt.Sprint(st.Size()))
 	h.Set("Cache-Control", "no-store")
 	c.Response().WriteHeader(http.StatusOK)
@@ -76,47 +77,64 @@ func (s *Server) getDownload(c echo.Context) error {
 }
 
 // restoreForDownload writes the version into dir and returns the file's
-// path there. The version must be one of name's: an ID of another file
-// is not found.
-func (s *Server) restoreForDownload(c echo.Context, folderID, name, version, dir string) (string, error) {
+// path there and the version's time. The version must be one of name's:
+// an ID of another file is not found.
+func (s *Server) restoreForDownload(c echo.Context, folderID, name, version, dir string) (string, time.Time, error) {
 	ctx := c.Request().Context()
 	if backup.IsReceiverVersion(version) {
 		rvs, err := s.cfg.Backup.ReceiverVersions(ctx, folderID, name)
 		if err != nil {
-			return "", folderError(folderID, err)
+			return "", time.Time{}, folderError(folderID, err)
 		}
 		for _, v := range rvs {
 			if v.ID != version || v.Path != name {
 				continue
 			}
 			if v.Deleted {
-				return "", echo.NewHTTPError(http.StatusNotFound, "that version is a deletion: it has no content")
+				return "", time.Time{}, echo.NewHTTPError(http.StatusNotFound, "that version is a deletion: it has no content")
 			}
 			done, err := s.cfg.Backup.RestoreFromReceiver(ctx, folderID, []backup.ReceiverVersion{v}, dir)
 			if err != nil {
-				return "", folderError(folderID, err)
+				return "", time.Time{}, folderError(folderID, err)
 			}
 			if len(done) != 1 {
-				return "", fmt.Errorf("restoring %s for a download wrote %d files", name, len(done))
+				return "", time.Time{}, fmt.Errorf("restoring %s for a download wrote %d files", name, len(done))
 			}
-			return done[0], nil
+			return done[0], v.Stored, nil
 		}
-		return "", echo.NewHTTPError(http.StatusNotFound, "no connected receiver holds that version")
+		return "", time.Time{}, echo.NewHTTPError(http.StatusNotFound, "no connected receiver holds that version")
 	}
 	vs, err := s.cfg.Engine.Versions(ctx, folderID, name)
 	if err != nil {
-		return "", folderError(folderID, err)
+		return "", time.Time{}, folderError(folderID, err)
 	}
 	for _, v := range vs {
 		if v.ID == version && v.Path == name {
 			where, err := s.cfg.Engine.RestoreVersion(ctx, folderID, v.ID, dir)
 			if err != nil {
-				return "", folderError(folderID, err)
+				return "", time.Time{}, folderError(folderID, err)
 			}
-			return where, nil
+			return where, v.Time, nil
 		}
 	}
-	return "", echo.NewHTTPError(http.StatusNotFound, "no kept version of that file has that ID")
+	return "", time.Time{}, echo.NewHTTPError(http.StatusNotFound, "no kept version of that file has that ID")
+}
+
+// versionedName is folder path p's name with the version's time before
+// its extension, as the version archive names them:
+// report~20261204-033001.txt. Two versions saved from one file do not
+// overwrite each other in a downloads directory.
+func versionedName(p string, at time.Time) string {
+	if at.IsZero() {
+		return p
+	}
+	stamp := "~" + at.UTC().Format("20060102-150405")
+	base := path.Base(strings.ReplaceAll(p, "\\", "/"))
+	ext := path.Ext(base)
+	if ext == base { // ".bashrc": a name, not an extension
+		ext = ""
+	}
+	return strings.TrimSuffix(base, ext) + stamp + ext
 }
 
 // downloadName makes a safe attachment file name of a folder path (which

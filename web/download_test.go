@@ -98,7 +98,8 @@ func TestDownloadVersion(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Content-Disposition %q: %v", resp.Header.Get("Content-Disposition"), err)
 		}
-		if params["filename"] != "_script_alert(1)__script_.txt" && params["filename"] != downloadName(evilName) {
+		// The name carries the version's time, as the archive's do.
+		if params["filename"] != "script>~20260102-030405.txt" {
 			t.Errorf("download named %q", params["filename"])
 		}
 		if resp.Header.Get("Content-Type") != "application/octet-stream" {
@@ -137,6 +138,20 @@ func TestDownloadVersion(t *testing.T) {
 	resp.Body.Close()
 	if string(b) != "content of o-1" {
 		t.Errorf("REST download: %s %q", resp.Status, b)
+	}
+}
+
+func TestVersionedName(t *testing.T) {
+	at := time.Date(2026, 12, 4, 3, 30, 1, 0, time.FixedZone("CET", 3600))
+	for in, want := range map[string]string{
+		"docs/report.txt": "report~20261204-023001.txt",
+		"archive.tar.gz":  "archive.tar~20261204-023001.gz",
+		"Makefile":        "Makefile~20261204-023001",
+		".bashrc":         ".bashrc~20261204-023001",
+	} {
+		if got := versionedName(in, at); got != want {
+			t.Errorf("versionedName(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -215,8 +230,12 @@ func TestReceiverFolderPage(t *testing.T) {
 			t.Errorf("vault page offers %q:\n%s", bad, body)
 		}
 	}
-	if code, _ := getBody(t, c, base+"/folders/vault/versions"); code != http.StatusBadRequest {
-		t.Errorf("versions page of an encrypted folder: %d, want 400", code)
+	// A link to its versions page says why there are none, as a page.
+	if code, page := getBody(t, c, base+"/folders/vault/versions"); code != http.StatusOK || !strings.Contains(page, `id="versions-receiver"`) || strings.Contains(page, `id="version-search"`) {
+		t.Errorf("versions page of an encrypted folder: %d\n%s", code, page)
+	}
+	if _, page := getBody(t, c, base+"/folders/vault/settings"); strings.Contains(page, "/versions") {
+		t.Errorf("the receiver's settings page links versions:\n%s", page)
 	}
 	_, docs := getBody(t, c, base+"/folders/docs")
 	if !strings.Contains(docs, "versions-link") || strings.Contains(docs, "receiver-figures") {

@@ -51,10 +51,7 @@ func (s *Server) putRetention(c echo.Context) error {
 			return badRequest("retention counts cannot be negative")
 		}
 	}
-	p := receiver.Policy{
-		KeepLast: req.KeepLast, KeepHourly: req.KeepHourly, KeepDaily: req.KeepDaily, KeepWeekly: req.KeepWeekly,
-		KeepMonthly: req.KeepMonthly, KeepYearly: req.KeepYearly, KeepDeletedDays: req.KeepDeletedDays,
-	}
+	p := policyOf(req)
 	if err := s.cfg.Receiver.SetRetention(c.Request().Context(), id, p); err != nil {
 		return folderError(id, err)
 	}
@@ -73,9 +70,25 @@ func (s *Server) pruneReceiver(c echo.Context, id string, req Prune) error {
 		}
 		grace = g
 	}
-	res, err := s.cfg.Receiver.Prune(c.Request().Context(), id, receiver.PruneOptions{DryRun: req.DryRun, Grace: grace})
+	o := receiver.PruneOptions{DryRun: req.DryRun, Grace: grace}
+	if req.Policy != nil {
+		if !req.DryRun {
+			return badRequest("a policy to try is for a dry run only; save it first to prune with it")
+		}
+		p := policyOf(*req.Policy)
+		o.Try = &p
+	}
+	res, err := s.cfg.Receiver.Prune(c.Request().Context(), id, o)
 	if err != nil {
 		return folderError(id, err)
 	}
 	return c.JSON(http.StatusOK, Pruned{DryRun: req.DryRun, Records: res.Records, Files: res.Files, Chunks: res.Chunks, Bytes: res.Bytes, Kept: res.Kept})
+}
+
+// policyOf is the receiver's policy of a Retention.
+func policyOf(r Retention) receiver.Policy {
+	return receiver.Policy{
+		KeepLast: r.KeepLast, KeepHourly: r.KeepHourly, KeepDaily: r.KeepDaily, KeepWeekly: r.KeepWeekly,
+		KeepMonthly: r.KeepMonthly, KeepYearly: r.KeepYearly, KeepDeletedDays: r.KeepDeletedDays,
+	}
 }

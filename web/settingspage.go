@@ -28,6 +28,17 @@ type settingsPage struct {
 	Retained       bool
 	Retention      Retention
 	RetentionError string
+	// Preview says what a prune with the form's retention would drop;
+	// Unsaved: the form's retention is not the saved one.
+	Preview string
+	Unsaved bool
+}
+
+// KeepsAll reports whether the form's retention keeps every version:
+// every Keep count 0.
+func (p settingsPage) KeepsAll() bool {
+	r := p.Retention
+	return r.KeepLast == 0 && r.KeepHourly == 0 && r.KeepDaily == 0 && r.KeepWeekly == 0 && r.KeepMonthly == 0 && r.KeepYearly == 0
 }
 
 // versioningTypes are the choices of the versioning form.
@@ -37,6 +48,7 @@ func (s *Server) settingsPageRoutes(g *echo.Group) {
 	g.GET("/folders/:id/settings", s.getSettingsPage)
 	g.POST("/folders/:id/settings/versioning", s.postVersioningForm)
 	g.POST("/folders/:id/settings/retention", s.postRetentionForm)
+	g.GET("/folders/:id/settings/prune", s.getPruneConfirm)
 	g.POST("/folders/:id/settings/prune", s.postPruneForm)
 }
 
@@ -81,35 +93,101 @@ func (s *Server) postRetentionForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	nums, err := formInts(c, "keepLast", "keepHourly", "keepDaily", "keepWeekly", "keepMonthly", "keepYearly", "keepDeletedDays")
+	req, err := formRetention(c)
 	if err == nil {
-		req := Retention{KeepLast: nums[0], KeepHourly: nums[1], KeepDaily: nums[2], KeepWeekly: nums[3], KeepMonthly: nums[4], KeepYearly: nums[5], KeepDeletedDays: nums[6]}
 		err = s.callREST(c, s.putRetention, req, "id", f.ID)
 	}
 	return s.settingsResult(c, f.ID, "Retention saved.", err)
 }
 
-// postPruneForm prunes the receiver's folder, or with the "dryRun" field
-// set only reports what a prune would drop.
+// retentionFields are the retention form's fields, in Retention's order.
+var retentionFields = []string{"keepLast", "keepHourly", "keepDaily", "keepWeekly", "keepMonthly", "keepYearly", "keepDeletedDays"}
+
+// formRetention reads the retention form.
+func formRetention(c echo.Context) (Retention, error) {
+	nums, err := formInts(c, retentionFields...)
+	if err != nil {
+		return Retention{}, err
+	}
+	return Retention{KeepLast: nums[0], KeepHourly: nums[1], KeepDaily: nums[2], KeepWeekly: nums[3], KeepMonthly: nums[4], KeepYearly: nums[5], KeepDeletedDays: nums[6]}, nil
+}
+
+// prunedWords says what a prune dropped, or would.
+func prunedWords(out Pruned) string {
+	return fmt.Sprintf("%d versions (%d files entirely), %d chunks, %s; %d versions kept",
+		out.Records, out.Files, out.Chunks, formatBytes(out.Bytes), out.Kept)
+}
+
+// postPruneForm prunes the receiver's folder (the confirm page's
+// button), or with the "dryRun" field set shows what a prune would drop:
+// with the retention typed in the form when it has one (kept in the form,
+// not saved), else with the saved one.
 func (s *Server) postPruneForm(c echo.Context) error {
 	f, err := s.consoleFolder(c)
 	if err != nil {
 		return err
 	}
-	var out Pruned
-	req := Prune{DryRun: c.FormValue("dryRun") != ""}
 	if f.Type != db.Encrypted {
-		err = badRequest("pruning from the console applies to a receiver's encrypted folder")
-	} else {
-		err = s.callRESTInto(c, s.postPrune, req, &out, "id", f.ID)
+		return s.settingsResult(c, f.ID, "", badRequest("pruning from the console applies to a receiver's encrypted folder"))
 	}
-	verb := "Pruned"
-	if req.DryRun {
-		verb = "Preview: a prune would drop"
+	if c.FormValue("dryRun") == "" {
+		var out Pruned
+		err := s.callRESTInto(c, s.postPrune, Prune{}, &out, "id", f.ID)
+		return s.settingsResult(c, f.ID, "Pruned "+prunedWords(out)+".", err)
 	}
-	msg := fmt.Sprintf("%s %d versions (%d files entirely), %d chunks, %s; %d versions kept.",
-		verb, out.Records, out.Files, out.Chunks, formatBytes(out.Bytes), out.Kept)
-	return s.settingsResult(c, f.ID, msg, err)
+	p := settingsPage{page: s.newPage(c, "Settings of "+f.ID), FolderID: f.ID, Retained: s.cfg.Receiver != nil}
+	var saved Retention
+	if err := s.callRESTInto(c, s.getRetention, nil, &saved, "id", f.ID); err != nil {
+		p.RetentionError = s.errorMessage(err)
+		return s.render(c, http.StatusOK, "settings.html", p)
+	}
+	p.Retention = saved
+	req := Prune{DryRun: true}
+	if _, typed := c.Request().PostForm["keepLast"]; typed {
+		r, err := formRetention(c)
+		if err != nil {
+			p.Flash = s.errorMessage(err)
+			return s.render(c, http.StatusBadRequest, "settings.html", p)
+		}
+		p.Retention, p.Unsaved = r, r != saved
+		req.Policy = &r
+	}
+	var out Pruned
+	if err := s.callRESTInto(c, s.postPrune, req, &out, "id", f.ID); err != nil {
+		p.Flash = s.errorMessage(err)
+		return s.render(c, http.StatusOK, "settings.html", p)
+	}
+	p.Preview = "A prune would drop " + prunedWords(out) + "."
+	if out.Records == 0 && out.Chunks == 0 {
+		p.Preview = fmt.Sprintf("A prune would drop nothing: all %d versions stay.", out.Kept)
+	}
+	return s.render(c, http.StatusOK, "settings.html", p)
+}
+
+// getPruneConfirm asks before a prune, saying what it drops.
+func (s *Server) getPruneConfirm(c echo.Context) error {
+	f, err := s.consoleFolder(c)
+	if err != nil {
+		return err
+	}
+	if f.Type != db.Encrypted {
+		return s.settingsResult(c, f.ID, "", badRequest("pruning from the console applies to a receiver's encrypted folder"))
+	}
+	var out Pruned
+	if err := s.callRESTInto(c, s.postPrune, Prune{DryRun: true}, &out, "id", f.ID); err != nil {
+		return s.settingsResult(c, f.ID, "", err)
+	}
+	back := "/folders/" + url.PathEscape(f.ID) + "/settings"
+	p := confirmPage{
+		page:     s.newPage(c, "Prune "+f.ID),
+		Question: fmt.Sprintf("Prune the folder %s now, with its saved retention?", f.ID),
+		Note:     "It drops " + prunedWords(out) + ". What goes cannot be restored again.",
+		Action:   back + "/prune", Button: "Prune now", Back: back,
+	}
+	if out.Records == 0 && out.Chunks == 0 {
+		p.Note = fmt.Sprintf("Nothing would go: the saved retention keeps all %d versions.", out.Kept)
+	}
+	return s.render(c, http.StatusOK, "confirm.html", p)
 }
 
 // settingsResult flashes ok or err's message and shows the settings page.

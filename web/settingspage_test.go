@@ -282,10 +282,19 @@ func TestSettingsRetentionPreviewPrune(t *testing.T) {
 	if got, _ := rcv.Retention(context.Background(), "vault"); got != want {
 		t.Errorf("a refused form changed retention to %+v", got)
 	}
-	// Preview is a dry run; Prune now is not.
-	post(t, c, base+"/folders/vault/settings/prune", url.Values{"csrf": {tok}, "dryRun": {"1"}})
-	if got := flashOf(t, c, page); got != "Preview: a prune would drop 3 versions (2 files entirely), 7 chunks, 2.0 KiB; 4 versions kept." {
-		t.Errorf("preview flash %q", got)
+	// Preview is a dry run with the saved policy when the form sends
+	// none; Prune now is not.
+	resp, err := c.PostForm(base+"/folders/vault/settings/prune", url.Values{"csrf": {tok}, "dryRun": {"1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `id="prune-preview-result" role="status">A prune would drop 3 versions (2 files entirely), 7 chunks, 2.0 KiB; 4 versions kept.</p>`; resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+		t.Errorf("preview: %s, lacks %s:\n%s", resp.Status, want, b)
+	}
+	if p := rcv.pruned(); len(p) != 1 || p[0].Try != nil {
+		t.Errorf("the preview without values tried %+v", p)
 	}
 	post(t, c, base+"/folders/vault/settings/prune", url.Values{"csrf": {tok}})
 	if got := flashOf(t, c, page); !strings.HasPrefix(got, "Pruned 3 versions") {
@@ -348,5 +357,49 @@ func TestVersionsPageRestoreAll(t *testing.T) {
 	}
 	if got := eng.restores(); len(got) != before {
 		t.Errorf("refused forms restored %v", got[before:])
+	}
+}
+
+// TestSettingsPreviewTyped: the preview tries the retention typed in the
+// form without saving it, and shows it still in the form; Prune now asks
+// first, saying what goes; all-zero keep counts are explained.
+func TestSettingsPreviewTyped(t *testing.T) {
+	base, _, rcv, c := newSettingsServer(t)
+	page := base + "/folders/vault/settings"
+	_, body := getBody(t, c, page)
+	for _, want := range []string{`id="retention-zero"`, `id="retention-keeps-all">Now this folder keeps every version.`, `href="/folders/vault/settings/prune" id="prune-now"`, `formaction="/folders/vault/settings/prune" name="dryRun" value="1"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the settings page lacks %s:\n%s", want, body)
+		}
+	}
+	tok := formToken(t, c, base, "/folders/vault/settings")
+	resp, err := c.PostForm(page+"/prune", url.Values{"csrf": {tok}, "dryRun": {"1"}, "keepLast": {"2"}, "keepDaily": {"9"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`These values are not saved yet`, `name="keepLast" value="2"`, `name="keepDaily" value="9"`, `id="prune-preview-result"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the preview lacks %s:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), `id="retention-keeps-all"`) {
+		t.Error("values that keep by count are said to keep every version")
+	}
+	p := rcv.pruned()
+	if len(p) != 1 || !p[0].DryRun || p[0].Try == nil || *p[0].Try != (receiver.Policy{KeepLast: 2, KeepDaily: 9}) {
+		t.Fatalf("the preview pruned %+v, want a dry run trying keep last 2, daily 9", p)
+	}
+	if got, _ := rcv.Retention(context.Background(), "vault"); got != (receiver.Policy{}) {
+		t.Errorf("the preview saved %+v", got)
+	}
+	// Prune now: a confirm page that says what goes, from a dry run.
+	_, confirm := getBody(t, c, page+"/prune")
+	if want := `id="confirm-note">It drops 3 versions (2 files entirely), 7 chunks, 2.0 KiB; 4 versions kept.`; !strings.Contains(confirm, want) || !strings.Contains(confirm, `action="/folders/vault/settings/prune"`) {
+		t.Errorf("the prune's confirm page lacks %s:\n%s", want, confirm)
+	}
+	if p := rcv.pruned(); len(p) != 2 || !p[1].DryRun || p[1].Try != nil {
+		t.Errorf("asking pruned %+v", p)
 	}
 }

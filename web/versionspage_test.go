@@ -2,11 +2,15 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -218,7 +222,6 @@ func TestVersionsPageEscapesAndOrders(t *testing.T) {
 	}
 	for _, want := range []string{
 		`<span id="version-path">&lt;script&gt;alert(1)&lt;/script&gt;.txt</span>`,
-		`name="path" value="&lt;script&gt;alert(1)&lt;/script&gt;.txt"`,
 		`path=%3cscript%3ealert%281%29%3c%2fscript%3e.txt`,
 		`>report.txt</a>`, `>gone.txt</a>`,
 	} {
@@ -228,20 +231,21 @@ func TestVersionsPageEscapesAndOrders(t *testing.T) {
 	}
 	// Newest first: deleted receiver copy, v-new, receiver ab-1, v-old;
 	// the deletion has no Restore button.
-	i3, iNew, i1, iOld := strings.Index(body, "05:04:05Z"), strings.Index(body, `value="v-new"`), strings.Index(body, `value="ab-1"`), strings.Index(body, `value="v-old"`)
+	i3, iNew, i1, iOld := strings.Index(body, `data-version="ab-3"`), strings.Index(body, `data-version="v-new"`), strings.Index(body, `data-version="ab-1"`), strings.Index(body, `data-version="v-old"`)
 	if i3 < 0 || iNew < 0 || i1 < 0 || iOld < 0 || !(i3 < iNew && iNew < i1 && i1 < iOld) {
 		t.Errorf("versions not newest first: %d %d %d %d", i3, iNew, i1, iOld)
 	}
 	if n := strings.Count(body, `class="restore"`); n != 3 {
 		t.Errorf("%d Restore buttons, want 3 (not for the deletion)", n)
 	}
-	if strings.Contains(body, `value="ab-3"`) {
+	if strings.Contains(body, `version=ab-3`) {
 		t.Error("the deletion can be restored")
 	}
-	if n := strings.Count(body, `<td class="source">`+short+`</td>`); n != 2 {
+	// A receiver without a name here shows as its short ID.
+	if n := strings.Count(body, `<td class="source" data-label="Where">`+short+`</td>`); n != 2 {
 		t.Errorf("receiver source shown %d times, want 2:\n%s", n, body)
 	}
-	if n := strings.Count(body, `<td class="source">local</td>`); n != 2 {
+	if n := strings.Count(body, `<td class="source" data-label="Where">this device</td>`); n != 2 {
 		t.Errorf("local source shown %d times, want 2", n)
 	}
 }
@@ -278,5 +282,98 @@ func TestVersionsPageSearch(t *testing.T) {
 		if strings.Contains(body, `id="versions"`) {
 			t.Errorf("q=%q: versions listed without a chosen file", tc.q)
 		}
+	}
+}
+
+// hashEngine is a versionsEngine whose folder "docs" has no versioning.
+type hashEngine struct {
+	*versionsEngine
+}
+
+func (hashEngine) Versioning(context.Context, string) (versions.Policy, error) {
+	return versions.Policy{Type: versions.None}, nil
+}
+
+// TestVersionsPageTellsApart: the versions page shows the file as it is
+// now, each version's size and a short content hash (so two versions of
+// one time differ), marks the version the file is like now, names a
+// receiver by its name, lists no directory as a file, and asks before a
+// restore in place; a deleted file with nothing kept says why.
+func TestVersionsPageTellsApart(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 12, 4, 3, 30, 1, 0, time.UTC)
+	writeTestFile(t, filepath.Join(root, "report.txt"), "now")
+	writeTestFile(t, filepath.Join(root, filepath.FromSlash(versions.Dir), "report~20261204-033001.txt"), "now")
+	writeTestFile(t, filepath.Join(root, filepath.FromSlash(versions.Dir), "report~20261204-033001-2.txt"), "then")
+	var vps crypt.DeviceID
+	vps[0] = 0xab
+	eng := hashEngine{&versionsEngine{
+		local: []versions.Version{
+			{Path: "report.txt", ID: "report~20261204-033001.txt", Time: at, Size: 3},
+			{Path: "report.txt", ID: "report~20261204-033001-2.txt", Time: at, Size: 4},
+		},
+		remote: []backup.ReceiverVersion{{Path: "report.txt", ID: "ab-1", Stored: at, Size: 3, Receiver: vps}},
+	}}
+	ts, database := newTestServerEngine(t, eng)
+	ctx := context.Background()
+	if err := database.PutFolder(ctx, db.Folder{ID: "docs", Path: root, Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	if err := database.PutDevice(ctx, db.Device{ID: vps.String(), Name: "vps-backup", Untrusted: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := database.ShareFolder(ctx, "docs", vps.String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := database.PutFiles(ctx, "docs", db.LocalDevice, []db.FileRecord{
+		{Name: "report.txt", Type: db.TypeFile, Size: 3, ModTime: at, Sequence: 1},
+		{Name: "sub", Type: db.TypeDir, ModTime: at, Sequence: 2},
+		{Name: "gone.txt", Type: db.TypeFile, ModTime: at, Deleted: true, Sequence: 3},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := setUp(t, ts.URL)
+	_, body := getBody(t, c, versionsURL(ts.URL, "", "report.txt"))
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:])[:shortHash] }
+	for _, want := range []string{
+		`id="current-file"`, `<code class="hash" title="SHA-256 of the content">` + sum("now") + `</code></td><td data-label="Where"><strong>current</strong>`,
+		`class="version is-current" data-version="report~20261204-033001.txt"`, sum("now") + `</code> <strong class="current-mark">= current</strong>`,
+		`class="version" data-version="report~20261204-033001-2.txt"`, sum("then") + `</code></td>`,
+		`<td class="source" data-label="Where">vps-backup</td>`,
+		`href="/folders/docs/versions/restore?path=report.txt&amp;version=report~20261204-033001-2.txt" class="restore"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the versions page lacks %s:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `path=sub"`) || strings.Contains(body, ">sub</a>") {
+		t.Errorf("a directory is listed as a file:\n%s", body)
+	}
+	if _, page := getBody(t, c, versionsURL(ts.URL, "", "sub")); !strings.Contains(page, `id="versions-why">sub is a directory`) {
+		t.Errorf("the versions of a directory:\n%s", page)
+	}
+	_, page := getBody(t, c, versionsURL(ts.URL, "", "gone.txt"))
+	if want := `id="versions-why">gone.txt was deleted and cannot be restored: versioning is off for this folder`; !strings.Contains(page, want) || !strings.Contains(page, "none of its receivers is connected now") {
+		t.Errorf("a deleted file with nothing kept:\n%s", page)
+	}
+	// The restore asks first, and says what it replaces.
+	_, confirm := getBody(t, c, ts.URL+"/folders/docs/versions/restore?path=report.txt&version=report~20261204-033001-2.txt")
+	for _, want := range []string{`id="confirm-question">Restore the version of report.txt from 2026-12-04 03:30:01 UTC (4 B, this device, ` + sum("then") + `) in place?`, "is kept among the versions", `name="version" value="report~20261204-033001-2.txt"`} {
+		if !strings.Contains(confirm, want) {
+			t.Errorf("the restore's confirm page lacks %s:\n%s", want, confirm)
+		}
+	}
+	if got := eng.restores(); len(got) != 0 {
+		t.Errorf("asking restored %v", got)
+	}
+}
+
+func writeTestFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
