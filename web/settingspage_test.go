@@ -326,7 +326,7 @@ func TestVersionsPageRestoreAll(t *testing.T) {
 	}
 	// ab-1 is stored at 04:04:05, ab-2 at 05:04:05, the deletion at 06:04:05.
 	for _, tc := range []struct{ at, ids, flash string }{
-		{"2026-01-02T04:04:04", "", "Restored 0 files as of 2026-01-02T04:04:04Z into /r &lt;x&gt;."},
+		{"2026-01-02T04:04:04", "", "Error: Nothing to restore: no file of docs had a version kept at 2026-01-02T04:04:04Z. Choose a later time."},
 		{"2026-01-02T04:04:05", "ab-1", "Restored 1 files as of 2026-01-02T04:04:05Z into /r &lt;x&gt;."},
 		{"2026-01-02T05:05", "ab-1,ab-2", "Restored 2 files as of 2026-01-02T05:05:00Z into /r &lt;x&gt;."},
 		{"2026-01-02T07:04:05+01:00", "ab-2", "Restored 1 files as of 2026-01-02T06:04:05Z into /r &lt;x&gt;."},

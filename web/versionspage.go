@@ -339,8 +339,11 @@ func (s *Server) postRestoreAllForm(c echo.Context) error {
 		err = s.callRESTInto(c, s.postRestore, Restore{All: true, At: at, To: to}, &out, "id", f.ID)
 	}
 	msg := fmt.Sprintf("Restored %d files as of %s into %s.", len(out.Restored), at, to)
-	if err != nil {
+	switch {
+	case err != nil:
 		msg = s.errorMessage(err)
+	case len(out.Restored) == 0:
+		msg = fmt.Sprintf("%sNothing to restore: no file of %s had a version kept at %s. Choose a later time.", errorPrefix, f.ID, at)
 	}
 	s.sessions.setFlash(c.Get(ctxSessionID).(string), msg)
 	return c.Redirect(http.StatusSeeOther, "/folders/"+url.PathEscape(f.ID)+"/versions")
