@@ -172,8 +172,17 @@ func TestRecentChanges(t *testing.T) {
 // they start, and bad ones are refused without touching the file.
 func TestSetIgnores(t *testing.T) {
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "first.txt"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e := startEngine(t, dir)
 	ctx := context.Background()
+	// The first scan read no patterns: wait until it is over.
+	waitFor(t, "the first scan to end", func() bool {
+		st, _ := e.FolderStatus("f")
+		_, ok := e.folder("f").set.Local("first.txt")
+		return ok && st.State == StateIdle
+	})
 	if got, err := e.Ignores(ctx, "f"); err != nil || got != "" {
 		t.Fatalf("no ignore file: %q, %v", got, err)
 	}
