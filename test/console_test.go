@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -257,6 +258,12 @@ func (c *console) setUp() {
 	}
 }
 
+// flashIsError reports whether the page's flash message shows as an error.
+func (c *console) flashIsError() bool {
+	c.t.Helper()
+	return get(c, "the flash's style", chromedp.Evaluate[bool](`(e => !!e && e.classList.contains("flash-error") && e.getAttribute("role") === "alert")(document.getElementById("flash"))`))
+}
+
 // waitConnected waits until the devices list (refreshed by htmx) shows id
 // as connected, without reloading the page.
 func (c *console) waitConnected(id string) {
@@ -285,13 +292,13 @@ func TestConsoleBrowser(t *testing.T) {
 	// Pair the nodes through the forms; b's name on a is HTML.
 	ca.visit("/devices", "#add-device")
 	ca.submit("adding b", map[string]string{"#device-id-input": b.ID, "#device-name": xssName, "#device-address": b.Listen}, "#add-device-submit", "#flash")
-	if got := ca.text("#flash"); got != "Device added." {
+	if got := ca.text("#flash"); got != "Added device "+xssName+" as trusted." {
 		t.Fatalf("adding b on a: %q", got)
 	}
 	cb.visit("/devices", "#add-device")
 	cb.submit("adding a bad ID", map[string]string{"#device-id-input": "not-a-device-id"}, "#add-device-submit", "#flash")
-	if got := cb.text("#flash"); !strings.HasPrefix(got, "Error:") {
-		t.Fatalf("adding a bad device ID: %q", got)
+	if got := cb.text("#flash"); !cb.flashIsError() || strings.HasPrefix(got, "Error") {
+		t.Fatalf("adding a bad device ID: %q, not shown as an error", got)
 	}
 	cb.visit("/devices", "#add-device")
 	cb.submit("adding a", map[string]string{"#device-id-input": a.ID, "#device-name": "node a", "#device-address": a.Listen}, "#add-device-submit", "#flash")
@@ -307,16 +314,17 @@ func TestConsoleBrowser(t *testing.T) {
 	// Add and share the folder on both sides.
 	dirA, dirB := filepath.Join(t.TempDir(), "docs-a"), filepath.Join(t.TempDir(), "docs-b")
 	for _, x := range []struct {
-		c    *console
-		dir  string
-		peer *node
-	}{{ca, dirA, b}, {cb, dirB, a}} {
+		c        *console
+		dir      string
+		peer     *node
+		peerName string
+	}{{ca, dirA, b, xssName}, {cb, dirB, a, "node a"}} {
 		if err := os.MkdirAll(x.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		x.c.visit("/folders", "#add-folder")
 		x.c.submit("adding the folder", map[string]string{"#folder-id": "docs", "#folder-label": "Documents", "#folder-path": x.dir}, "#add-folder-submit", "#flash")
-		if got := x.c.text("#flash"); got != "Folder added." {
+		if got := x.c.text("#flash"); got != "Added folder docs at "+x.dir+"." {
 			t.Fatalf("adding the folder on %s: %q", x.c.n.name, got)
 		}
 		if get(x.c, "password field", chromedp.Evaluate[bool](`document.getElementById("share-password-label").hidden`)) != true {
@@ -324,7 +332,7 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		x.c.visit("/folders", "#share-folder")
 		x.c.submit("sharing the folder", map[string]string{"#share-folder-id": "docs", "#share-device": x.peer.ID}, "#share-submit", "#flash")
-		if got := x.c.text("#flash"); got != "Folder shared." {
+		if got := x.c.text("#flash"); got != "Shared folder docs with "+x.peerName+"." {
 			t.Fatalf("sharing the folder on %s: %q", x.c.n.name, got)
 		}
 	}
@@ -372,9 +380,88 @@ func TestConsoleBrowser(t *testing.T) {
 	cb.screenshot("devices")
 	cb.visit("/folders", "#folders")
 	cb.screenshot("folders")
+	// On a phone every page fits: nothing scrolls sideways, every
+	// control is on screen.
+	for _, width := range []int64{390, 1280} {
+		cb.run("resizing", chromedp.EmulateViewport(width, 844, chromedp.EmulateMobile))
+		for _, p := range []string{"/", "/devices", "/folders", "/folders/docs", "/folders/docs/versions?path=hello.txt", "/folders/docs/settings", "/devices/" + a.ID + "/trust", "/folders/docs/remove"} {
+			cb.visit(p, "main")
+			if bad := get(cb, "what does not fit", chromedp.Evaluate[[]string](overflowScript)); len(bad) > 0 {
+				t.Errorf("at %d px %s does not fit:\n  %s", width, p, strings.Join(bad, "\n  "))
+			}
+		}
+	}
 	if n := ca.dialogs.Load() + cb.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
 	}
+}
+
+// overflowScript lists what does not fit the page's width: the page
+// itself when it scrolls sideways, and every control or link that
+// reaches beyond the viewport.
+const overflowScript = `(() => {
+	const w = document.documentElement.clientWidth;
+	const out = [];
+	if (document.documentElement.scrollWidth > w) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
+	document.querySelectorAll("button, a, input, select, textarea, progress").forEach(e => {
+		const r = e.getBoundingClientRect();
+		if (r.width === 0 && r.height === 0) return;
+		if (r.right > w + 0.5 || r.left < -0.5) out.push(e.tagName + " " + (e.id || e.className || e.name || e.textContent.trim().slice(0, 30)) + " spans " + Math.round(r.left) + " to " + Math.round(r.right));
+	});
+	return out;
+})()`
+
+// TestConsoleNodeRestart: while the node is down its console page says
+// so in a banner; once the node is back (a new process, which forgot the
+// session) the page goes to the login page by itself, never showing the
+// login page inside a panel.
+func TestConsoleNodeRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	home := filepath.Join(t.TempDir(), "r")
+	n := startNodeIn(t, "r", home, "--gui", addr)
+	c := openConsole(t, newBrowser(t), n)
+	c.setUp()
+	c.visit("/", "#folders")
+	waitPage(c, "the event stream", `document.body.dataset.live === "stream"`)
+	get(c, "watching the panels", chromedp.Evaluate[bool](`(new MutationObserver(() => {
+		if (document.querySelector("[data-refresh-on] form[action='/login'], [data-refresh-on] #login")) sessionStorage.setItem("sawLogin", "1");
+	}).observe(document.body, {subtree: true, childList: true}), true)`))
+	if err := n.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(c, "the offline banner", `(e => !!e && !e.hidden && e.offsetHeight > 0)(document.getElementById("offline")) && document.body.dataset.live === "down"`)
+	n = startNodeIn(t, "r", home, "--gui", addr)
+	c.n = n
+	waitPage(c, "the login page", `location.pathname === "/login" && !!document.getElementById("login")`)
+	if get(c, "a login page in a panel", chromedp.Evaluate[bool](`sessionStorage.getItem("sawLogin") === "1"`)) {
+		t.Error("a panel showed the login page")
+	}
+	c.submit("login", map[string]string{"#password": consolePassword}, "#login", "#device-id")
+}
+
+// waitPage waits until the script's expression is true on the page the
+// tab shows, across navigations.
+func waitPage(c *console, what, expr string) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(c.ctx, time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("waiting for %s on %s: timed out\n%s", what, c.n.name, c.dump())
 }
 
 // TestConsoleVersions: on a node with versioning on, the console's versions
@@ -417,12 +504,23 @@ func TestConsoleVersions(t *testing.T) {
 	if got := cb.text("#version-path"); got != "x.txt" {
 		t.Fatalf("versions page for %q", got)
 	}
-	if n := cb.count("#versions button.restore"); n != 2 {
-		t.Fatalf("%d Restore buttons, want 2 (one and two):\n%s", n, cb.dump())
+	if n := cb.count("#versions a.restore"); n != 2 {
+		t.Fatalf("%d Restore links, want 2 (one and two):\n%s", n, cb.dump())
 	}
 	sources := get(cb, "sources", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#versions td.source")).map(e => e.textContent)`))
-	if strings.Join(sources, "|") != "local|local" {
-		t.Errorf("sources %q, want local|local", sources)
+	if strings.Join(sources, "|") != "this device|this device" {
+		t.Errorf("sources %q, want this device twice", sources)
+	}
+	// The file as it is now ("three") is on top; no version is like it.
+	if n := cb.count("#current-file"); n != 1 {
+		t.Errorf("%d rows of the file as it is now", n)
+	}
+	if n := cb.count("#versions tr.is-current"); n != 0 {
+		t.Errorf("%d versions marked as the current content", n)
+	}
+	hashes := get(cb, "hashes", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#versions code.hash")).map(e => e.textContent)`))
+	if len(hashes) != 3 || hashes[0] == hashes[1] || hashes[1] == hashes[2] || len(hashes[0]) != 12 {
+		t.Errorf("content hashes %q: want three different ones", hashes)
 	}
 	cb.screenshot("versions")
 	// Download the oldest version ("one") through its link.
@@ -431,21 +529,32 @@ func TestConsoleVersions(t *testing.T) {
 		t.Fatalf("allowing downloads: %v", err)
 	}
 	cb.click("downloading the oldest version", "#versions tbody tr:last-child a.download")
-	testutil.Eventually(t, 30*time.Second, "the download of x.txt", func() bool {
-		b, err := os.ReadFile(filepath.Join(dl, "x.txt"))
+	// Named after the version's time, as the archive names it.
+	testutil.Eventually(t, 30*time.Second, "the download of x~TIME.txt", func() bool {
+		names, _ := filepath.Glob(filepath.Join(dl, "x~2*-*.txt"))
+		if len(names) != 1 {
+			return false
+		}
+		b, err := os.ReadFile(names[0])
 		return err == nil && string(b) == "one"
 	})
-	// The last row is the oldest version: "one".
-	cb.click("restoring the oldest version", "#versions tbody tr:last-child button.restore")
-	cb.run("waiting for the restore", chromedp.WaitVisible(chromedp.CSS("#flash")))
+	// The last row is the oldest version: "one". The restore asks first.
+	cb.submit("asking to restore the oldest version", nil, "#versions tbody tr:last-child a.restore", "#confirm")
+	if got := cb.text("#confirm-question"); !strings.HasPrefix(got, "Restore the version of x.txt from ") {
+		t.Errorf("the restore asks %q", got)
+	}
+	if got, err := os.ReadFile(filepath.Join(c.dirs[1], "x.txt")); err != nil || string(got) != "three" {
+		t.Fatalf("asking restored: %q, %v", got, err)
+	}
+	cb.submit("restoring the oldest version", nil, "#confirm", "#flash")
 	if got := cb.text("#flash"); got != "Restored x.txt." {
 		t.Fatalf("restore says %q", got)
 	}
 	waitContent(t, filepath.Join(c.dirs[1], "x.txt"), "one")
 	waitContent(t, x, "one")
 	// The replaced "three" is now a version too.
-	if n := cb.count("#versions button.restore"); n != 3 {
-		t.Errorf("after the restore, %d Restore buttons, want 3", n)
+	if n := cb.count("#versions a.restore"); n != 3 {
+		t.Errorf("after the restore, %d Restore links, want 3", n)
 	}
 	if n := cb.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
@@ -611,13 +720,27 @@ func TestConsoleSettingsReceiver(t *testing.T) {
 	if got := cr.text("#flash"); got != "Retention saved." {
 		t.Fatalf("saving retention: %q", got)
 	}
-	cr.submit("previewing", nil, "#prune-preview", "#flash")
-	got := cr.text("#flash")
-	if !strings.HasPrefix(got, "Preview: a prune would drop 1 versions") || !strings.Contains(got, "1 versions kept") {
+	cr.submit("previewing", nil, "#prune-preview", "#prune-preview-result")
+	got := cr.text("#prune-preview-result")
+	if !strings.HasPrefix(got, "A prune would drop 1 versions") || !strings.Contains(got, "1 versions kept") {
 		t.Errorf("preview says %q", got)
+	}
+	// Values typed but not saved are what the preview tries.
+	cr.submit("previewing keep last 5", map[string]string{`input[name="keepLast"]`: "5"}, "#prune-preview", "#prune-preview-result")
+	if got := cr.text("#prune-preview-result"); !strings.HasPrefix(got, "A prune would drop nothing") || !strings.Contains(got, "not saved yet") {
+		t.Errorf("preview of keep last 5 says %q", got)
 	}
 	if n := held(); n != st.Records {
 		t.Errorf("the preview dropped versions: %d, was %d", n, st.Records)
+	}
+	// Prune now asks first and says what goes.
+	cr.visit("/folders/docs/settings", "#prune-now")
+	cr.submit("asking to prune", nil, "#prune-now", "#confirm")
+	if got := cr.text("#confirm-note"); !strings.HasPrefix(got, "It drops 1 versions") {
+		t.Errorf("the prune's confirm page says %q", got)
+	}
+	if n := held(); n != st.Records {
+		t.Errorf("asking dropped versions: %d, was %d", n, st.Records)
 	}
 }
 
