@@ -371,6 +371,9 @@ func TestFormFlashes(t *testing.T) {
 	if got := send("/pending/accept", "/folders", url.Values{"id": {"photos"}, "path": {filepath.Join(t.TempDir(), "photos")}}); got != "Accepted folder photos from laptop-b." {
 		t.Errorf("accepting a folder: %q", got)
 	}
+	if got := send("/devices/"+laptop.String()+"/trust", "/devices", url.Values{"untrusted": {"1"}}); got != "laptop-b is now untrusted: it gets only encrypted data." {
+		t.Errorf("making a device untrusted: %q", got)
+	}
 	// The connected laptop shows no "last seen", the vps does.
 	if err := ls.db.TouchDevice(ctx, laptop.String(), time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)

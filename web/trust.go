@@ -161,9 +161,10 @@ func (s *Server) postTrustForm(c echo.Context) error {
 	}
 	untrusted := c.FormValue("untrusted") == "1"
 	req := SetTrust{Untrusted: &untrusted, Confirm: c.FormValue("confirm") == "1"}
-	msg := "Device is now trusted: it gets the plaintext of the folders shared with it."
+	name := shownName(d.Name, d.ID)
+	msg := name + " is now trusted: it gets the plaintext of the folders shared with it."
 	if untrusted {
-		msg = "Device is now untrusted: it gets only encrypted data."
+		msg = name + " is now untrusted: it gets only encrypted data."
 	}
 	return s.formResult(c, "/devices", msg, s.callREST(c, s.putDeviceTrust, req, "id", d.ID))
 }
