@@ -32,17 +32,17 @@ import (
 // compose receiver's command runs through the image's entrypoint script on
 // loopback, with a real S3 server.
 
-// repo is the repository root, seen from test/.
-const repo = ".."
+// repoRoot is the repository root, seen from test/.
+const repoRoot = ".."
 
-// invocation is one way a deployment file runs lockstep.
-type invocation struct {
+// deployInvocation is one way a deployment file runs lockstep.
+type deployInvocation struct {
 	where string   // the file and the part of it, for messages
 	args  []string // lockstep's arguments: subcommand words, then flags
 }
 
-// compose is the part of a compose file the tests read.
-type compose struct {
+// composeFile is the part of a compose file the tests read.
+type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
 	Secrets  map[string]struct {
 		File string `yaml:"file"`
@@ -62,6 +62,7 @@ type composeService struct {
 	Ports       []string          `yaml:"ports"`
 	Volumes     []string          `yaml:"volumes"`
 	Healthcheck any               `yaml:"healthcheck"`
+	StopGrace   string            `yaml:"stop_grace_period"`
 	DependsOn   map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
@@ -71,8 +72,8 @@ type composeService struct {
 // repository.
 func (s composeService) lockstep() bool { return s.Build != nil }
 
-// words is a compose command or entrypoint as a list of words.
-func words(t *testing.T, v any) []string {
+// composeWords is a compose command or entrypoint as a list of words.
+func composeWords(t *testing.T, v any) []string {
 	t.Helper()
 	switch v := v.(type) {
 	case nil:
@@ -94,13 +95,13 @@ func words(t *testing.T, v any) []string {
 	return nil
 }
 
-func readCompose(t *testing.T) compose {
+func readCompose(t *testing.T) composeFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repo, "deploy", "compose.yaml"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "compose.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c compose
+	var c composeFile
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
@@ -111,19 +112,19 @@ func readCompose(t *testing.T) compose {
 	return c
 }
 
-// unit is a parsed systemd unit: section -> key -> values in order.
-type unit map[string]map[string][]string
+// systemdUnit is a parsed systemd unit: section -> key -> values in order.
+type systemdUnit map[string]map[string][]string
 
 // readUnit parses a systemd unit file: [Section] headers, Key=Value
 // lines, comments starting with # or ;, and lines continued by a trailing
 // backslash.
-func readUnit(t *testing.T, path string) unit {
+func readUnit(t *testing.T, path string) systemdUnit {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := unit{}
+	u := systemdUnit{}
 	section := ""
 	var cont string
 	for i, line := range strings.Split(string(b), "\n") {
@@ -156,7 +157,7 @@ func readUnit(t *testing.T, path string) unit {
 	return u
 }
 
-func (u unit) get(section, key string) string {
+func (u systemdUnit) get(section, key string) string {
 	vs := u[section][key]
 	if len(vs) == 0 {
 		return ""
@@ -192,7 +193,7 @@ func readEnvFile(t *testing.T, path string) map[string]string {
 // reads: deploy/NAME.example for .../NAME.
 func exampleOf(t *testing.T, from, path string) string {
 	t.Helper()
-	ex := filepath.Join(repo, "deploy", filepath.Base(path)+".example")
+	ex := filepath.Join(repoRoot, "deploy", filepath.Base(path)+".example")
 	if _, err := os.Stat(ex); err != nil {
 		t.Fatalf("%s reads %s, but there is no example of it (deploy/%s.example): %v", from, path, filepath.Base(path), err)
 	}
@@ -202,7 +203,7 @@ func exampleOf(t *testing.T, from, path string) string {
 // unitInvocation is how a unit's ExecStart runs lockstep, with $VARS
 // expanded from its Environment= lines and the example of its
 // EnvironmentFile=.
-func unitInvocation(t *testing.T, name string, u unit) invocation {
+func unitInvocation(t *testing.T, name string, u systemdUnit) deployInvocation {
 	t.Helper()
 	where := "deploy/" + name + " ExecStart"
 	exec := u.get("Service", "ExecStart")
@@ -240,23 +241,23 @@ func unitInvocation(t *testing.T, name string, u unit) invocation {
 		}
 		args = append(args, f)
 	}
-	return invocation{where: where, args: args}
+	return deployInvocation{where: where, args: args}
 }
 
 // composeInvocations are the commands the compose file gives the lockstep
 // image.
-func composeInvocations(t *testing.T, c compose) []invocation {
+func composeInvocations(t *testing.T, c composeFile) []deployInvocation {
 	t.Helper()
-	var out []invocation
+	var out []deployInvocation
 	for name, s := range c.Services {
 		if !s.lockstep() {
 			continue
 		}
-		args := words(t, s.Command)
+		args := composeWords(t, s.Command)
 		if len(args) == 0 {
 			t.Fatalf("deploy/compose.yaml: service %s has no command", name)
 		}
-		out = append(out, invocation{where: "deploy/compose.yaml service " + name, args: args})
+		out = append(out, deployInvocation{where: "deploy/compose.yaml service " + name, args: args})
 	}
 	if len(out) == 0 {
 		t.Fatal("deploy/compose.yaml runs no lockstep service (one with build:)")
@@ -268,7 +269,7 @@ var helpFlag = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9][a-z0-9-]*)`)
 
 // checkFlags fails the test unless every flag inv passes is one the
 // subcommand's --help lists and the binary parses the whole command line.
-func checkFlags(t *testing.T, inv invocation) {
+func checkFlags(t *testing.T, inv deployInvocation) {
 	t.Helper()
 	var sub, flags []string
 	for _, a := range inv.args {
@@ -314,7 +315,7 @@ func checkFlags(t *testing.T, inv invocation) {
 func TestDeployFlagsExist(t *testing.T) {
 	invs := composeInvocations(t, readCompose(t))
 	for _, name := range []string{"lockstep.service", "lockstep-user.service"} {
-		invs = append(invs, unitInvocation(t, name, readUnit(t, filepath.Join(repo, "deploy", name))))
+		invs = append(invs, unitInvocation(t, name, readUnit(t, filepath.Join(repoRoot, "deploy", name))))
 	}
 	for _, inv := range invs {
 		checkFlags(t, inv)
@@ -359,7 +360,7 @@ func TestDeployCompose(t *testing.T) {
 		for k, v := range s.Environment {
 			env[k] = v
 		}
-		script := strings.Join(append(words(t, s.Entrypoint), words(t, s.Command)...), " ")
+		script := strings.Join(append(composeWords(t, s.Entrypoint), composeWords(t, s.Command)...), " ")
 		for _, m := range regexp.MustCompile(`\$\$\{?([A-Z_][A-Z0-9_]*)`).FindAllStringSubmatch(script, -1) {
 			if _, ok := env[m[1]]; !ok {
 				t.Errorf("service %s reads $%s, which neither its environment nor its env_file examples set", name, m[1])
@@ -374,7 +375,7 @@ func TestDeployCompose(t *testing.T) {
 			recv, recvName = s, name
 		}
 	}
-	args := words(t, recv.Command)
+	args := composeWords(t, recv.Command)
 	flag := func(name string) string {
 		for _, a := range args {
 			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
@@ -405,7 +406,7 @@ func TestDeployCompose(t *testing.T) {
 		bucket := flag("s3-bucket")
 		made := false
 		for dep, d := range recv.DependsOn {
-			script := strings.Join(words(t, c.Services[dep].Command), " ")
+			script := strings.Join(composeWords(t, c.Services[dep].Command), " ")
 			if d.Condition == "service_completed_successfully" && regexp.MustCompile(`mc mb [^\n]*/`+regexp.QuoteMeta(bucket)+`(\s|$)`).MatchString(script) {
 				made = true
 			}
@@ -431,16 +432,19 @@ func TestDeployCompose(t *testing.T) {
 	if !ok || !slices.Contains(recv.Secrets, secret) || c.Secrets[secret].File == "" {
 		t.Errorf("LOCKSTEP_CONSOLE_PASSWORD_FILE=%q is not a secret of the receiver's with a file", pw)
 	}
+	if recv.StopGrace == "" {
+		t.Error("the receiver has no stop_grace_period: docker kills it 10 s after SIGTERM, maybe in the middle of its clean stop")
+	}
 	if !slices.ContainsFunc(recv.Volumes, func(v string) bool { return strings.HasSuffix(v, ":/var/lib/lockstep") }) {
 		t.Errorf("the receiver's home /var/lib/lockstep is not a volume: %q", recv.Volumes)
 	}
 }
 
-// dockerfile is a Dockerfile's instructions: keyword (upper case) and the
+// dockerfileInstructions is a Dockerfile's instructions: keyword (upper case) and the
 // rest, continuation lines joined and comments dropped.
-func dockerfile(t *testing.T) [][2]string {
+func dockerfileInstructions(t *testing.T) [][2]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repo, "Dockerfile"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +472,7 @@ func dockerfile(t *testing.T) [][2]string {
 // healthCmd is the shell command of the Dockerfile's HEALTHCHECK.
 func healthCmd(t *testing.T) string {
 	t.Helper()
-	for _, in := range dockerfile(t) {
+	for _, in := range dockerfileInstructions(t) {
 		if in[0] == "HEALTHCHECK" {
 			_, cmd, ok := strings.Cut(in[1], "CMD ")
 			if !ok || strings.HasPrefix(strings.TrimSpace(cmd), "[") {
@@ -489,7 +493,7 @@ func TestDockerfile(t *testing.T) {
 	var user, entrypoint, volume, build string
 	args := map[string]bool{}
 	copies := map[string]string{}
-	for _, in := range dockerfile(t) {
+	for _, in := range dockerfileInstructions(t) {
 		switch in[0] {
 		case "USER":
 			user = in[1]
@@ -537,7 +541,7 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("ENTRYPOINT %s is not deploy/entrypoint.sh (copied: %v)", entrypoint, copies)
 	}
 
-	b, err := os.ReadFile(filepath.Join(repo, ".dockerignore"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +568,7 @@ func TestDockerfile(t *testing.T) {
 // S3 keys from an environment file; the user unit runs in the user's
 // manager. systemd-analyze, where installed, verifies both.
 func TestSystemdUnits(t *testing.T) {
-	sys := readUnit(t, filepath.Join(repo, "deploy", "lockstep.service"))
+	sys := readUnit(t, filepath.Join(repoRoot, "deploy", "lockstep.service"))
 	for k, want := range map[string]string{
 		"User": "lockstep", "NoNewPrivileges": "true", "ProtectSystem": "strict",
 		"ProtectHome": "read-only", "ReadWritePaths": "/var/lib/lockstep", "PrivateTmp": "true",
@@ -583,7 +587,7 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("the example of %s does not show LOCKSTEP_S3_SECRET_KEY", f)
 		}
 	}
-	user := readUnit(t, filepath.Join(repo, "deploy", "lockstep-user.service"))
+	user := readUnit(t, filepath.Join(repoRoot, "deploy", "lockstep-user.service"))
 	if got := user.get("Install", "WantedBy"); got != "default.target" {
 		t.Errorf("lockstep-user.service: WantedBy=%q, want default.target (multi-user.target is never reached in a user manager)", got)
 	}
@@ -600,7 +604,7 @@ func TestSystemdUnits(t *testing.T) {
 		return
 	}
 	for _, name := range []string{"lockstep.service", "lockstep-user.service"} {
-		b, err := os.ReadFile(filepath.Join(repo, "deploy", name))
+		b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -687,20 +691,20 @@ func TestComposeReceiverAsShipped(t *testing.T) {
 
 	// Without the password file the console cannot leave loopback, and
 	// serve says how to set it.
-	noPw := exec.Command("sh", append([]string{filepath.Join(repo, "deploy", "entrypoint.sh")}, shipped...)...)
+	noPw := exec.Command("sh", append([]string{filepath.Join(repoRoot, "deploy", "entrypoint.sh")}, shipped...)...)
 	noPw.Env = env
 	if out, err := noPw.CombinedOutput(); err == nil || !strings.Contains(string(out), "console password") {
 		t.Fatalf("the receiver without a console password: %v\n%s", err, out)
 	}
 	// A password file the container's user cannot read is named.
-	bad := exec.Command("sh", append([]string{filepath.Join(repo, "deploy", "entrypoint.sh")}, shipped...)...)
+	bad := exec.Command("sh", append([]string{filepath.Join(repoRoot, "deploy", "entrypoint.sh")}, shipped...)...)
 	bad.Env = append(slices.Clone(env), "LOCKSTEP_CONSOLE_PASSWORD_FILE="+filepath.Join(dir, "missing"))
-	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "LOCKSTEP_CONSOLE_PASSWORD_FILE="+filepath.Join(dir, "missing")) {
-		t.Fatalf("a missing password file: %v\n%s", err, out)
+	if out, err := bad.CombinedOutput(); bad.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "LOCKSTEP_CONSOLE_PASSWORD_FILE="+filepath.Join(dir, "missing")) {
+		t.Fatalf("a missing password file: %v, want exit 2 naming it\n%s", err, out)
 	}
 
 	log := &testutil.LockedBuffer{}
-	cmd := exec.Command("sh", append([]string{filepath.Join(repo, "deploy", "entrypoint.sh")}, shipped...)...)
+	cmd := exec.Command("sh", append([]string{filepath.Join(repoRoot, "deploy", "entrypoint.sh")}, shipped...)...)
 	cmd.Env = append(slices.Clone(env), "LOCKSTEP_CONSOLE_PASSWORD_FILE="+pwFile)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, so that a failed test also stops the node
