@@ -210,24 +210,28 @@ type deviceStatus struct {
 }
 
 type folderStatus struct {
-	ID              string       `json:"id"`
-	Type            string       `json:"type"`
-	State           string       `json:"state"`
-	Error           string       `json:"error"`
-	LocalFiles      int64        `json:"localFiles"`
-	LocalBytes      int64        `json:"localBytes"`
-	GlobalFiles     int64        `json:"globalFiles"`
-	GlobalBytes     int64        `json:"globalBytes"`
-	NeedFiles       int64        `json:"needFiles"`
-	NeedBytes       int64        `json:"needBytes"`
-	PullBytesTotal  int64        `json:"pullBytesTotal"`
-	PullBytesDone   int64        `json:"pullBytesDone"`
-	PulledBytes     int64        `json:"pulledBytes"`
-	ReusedBytes     int64        `json:"reusedBytes"`
-	TamperedRecords int64        `json:"tamperedRecords"`
-	TamperedChunks  int64        `json:"tamperedChunks"`
-	Peers           []peerStatus `json:"peers"`
-	Receiver        *struct {
+	ID          string `json:"id"`
+	Type        string `json:"type"`
+	State       string `json:"state"`
+	Error       string `json:"error"`
+	LocalFiles  int64  `json:"localFiles"`
+	LocalBytes  int64  `json:"localBytes"`
+	GlobalFiles int64  `json:"globalFiles"`
+	GlobalBytes int64  `json:"globalBytes"`
+	NeedFiles   int64  `json:"needFiles"`
+	NeedBytes   int64  `json:"needBytes"`
+	// Directories are counted apart from files.
+	LocalDirectories  int64        `json:"localDirectories"`
+	GlobalDirectories int64        `json:"globalDirectories"`
+	NeedDirectories   int64        `json:"needDirectories"`
+	PullBytesTotal    int64        `json:"pullBytesTotal"`
+	PullBytesDone     int64        `json:"pullBytesDone"`
+	PulledBytes       int64        `json:"pulledBytes"`
+	ReusedBytes       int64        `json:"reusedBytes"`
+	TamperedRecords   int64        `json:"tamperedRecords"`
+	TamperedChunks    int64        `json:"tamperedChunks"`
+	Peers             []peerStatus `json:"peers"`
+	Receiver          *struct {
 		Records     int64 `json:"records"`
 		Files       int64 `json:"files"`
 		Chunks      int64 `json:"chunks"`

@@ -162,7 +162,7 @@ func converged(folder string, members []member) (bool, string) {
 				continue
 			}
 			found = true
-			if f.State != "idle" || f.NeedFiles != 0 || f.LocalFiles != f.GlobalFiles {
+			if f.State != "idle" || f.NeedFiles+f.NeedDirectories != 0 || f.LocalFiles != f.GlobalFiles || f.LocalDirectories != f.GlobalDirectories {
 				why = append(why, m.node.name+": "+f.describe())
 				continue
 			}
