@@ -206,12 +206,12 @@ func exampleOf(t *testing.T, from, path string) string {
 func unitInvocation(t *testing.T, name string, u systemdUnit) deployInvocation {
 	t.Helper()
 	where := "deploy/" + name + " ExecStart"
-	exec := u.get("Service", "ExecStart")
-	if exec == "" {
+	line := u.get("Service", "ExecStart")
+	if line == "" {
 		t.Fatalf("deploy/%s has no ExecStart", name)
 	}
-	if strings.ContainsAny(exec, `"'`) {
-		t.Fatalf("%s: quotes are more than this test parses: %s", where, exec)
+	if strings.ContainsAny(line, `"'`) {
+		t.Fatalf("%s: quotes are more than this test parses: %s", where, line)
 	}
 	env := map[string]string{}
 	for _, e := range u["Service"]["Environment"] {
@@ -223,7 +223,7 @@ func unitInvocation(t *testing.T, name string, u systemdUnit) deployInvocation {
 			env[k] = v
 		}
 	}
-	fields := strings.Fields(exec)
+	fields := strings.Fields(line)
 	bin := strings.TrimLeft(fields[0], "-@+!:")
 	if filepath.Base(bin) != "lockstep" {
 		t.Fatalf("%s runs %s, not lockstep", where, bin)
@@ -301,9 +301,9 @@ func checkFlags(t *testing.T, inv deployInvocation) {
 			t.Errorf("%s passes --%s, which `%s --help` does not list", inv.where, f, usage)
 		}
 	}
-	// The values too: a flag given a value of the wrong kind, or one
-	// without the value it needs, fails here (cobra parses every flag
-	// before it acts on --help).
+	// The values too: a flag given a value of the wrong kind, or a last
+	// flag without the value it needs, fails here (cobra parses every
+	// flag before it acts on --help).
 	if r := run(t, t.TempDir(), append(slices.Clone(inv.args), "--help")...); r.code != 0 {
 		t.Errorf("%s: lockstep does not accept %q: exit %d: %s", inv.where, inv.args, r.code, r.stderr)
 	}
@@ -634,11 +634,11 @@ func TestComposeReceiverAsShipped(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl not installed: the image's health check cannot run here")
 	}
-	c := readCompose(t)
-	var args []string
-	for _, inv := range composeInvocations(t, c) {
-		args = inv.args
+	invs := composeInvocations(t, readCompose(t))
+	if len(invs) != 1 {
+		t.Fatalf("the compose file runs %d lockstep services; this test knows one receiver", len(invs))
 	}
+	args := invs[0].args
 	s3 := s3test.Start(t)
 	// Every address moves to a free loopback port (the console keeps its
 	// unspecified host: that is what makes it HTTPS); discovery and relay
