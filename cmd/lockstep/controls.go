@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,10 +107,11 @@ func folderPause(g *globals, pause bool) *cobra.Command {
 		verb, short, example = "pause", "Pause a folder: no scans, no pulls, nothing sent until it is resumed (kept across restarts)", "  lockstep folder pause docs"
 	}
 	c := &cobra.Command{
-		Use:     verb + " ID",
-		Short:   short,
-		Example: example,
-		Args:    cobra.ExactArgs(1),
+		Use:               verb + " ID",
+		Short:             short,
+		Example:           example,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			return control(c, g, http.MethodPost, "/rest/folders/"+pathEscape(args[0])+"/"+verb, nil,
 				controlDone{Action: verb + "d", Folder: args[0]}, "folder "+args[0]+" "+verb+"d")
@@ -126,8 +128,9 @@ func folderType(g *globals) *cobra.Command {
 		Long: "Change how a folder syncs: sendreceive (both ways), sendonly (its changes go out, others' are not\n" +
 			"taken) or receiveonly (others' changes come in; its own stay here). Changes made while it was\n" +
 			"receive-only go out once it is of another type.",
-		Example: "  lockstep folder type photos receiveonly",
-		Args:    cobra.ExactArgs(2),
+		Example:           "  lockstep folder type photos receiveonly",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeArgs(g, completeFolders, completeTypes),
 		RunE: func(c *cobra.Command, args []string) error {
 			return control(c, g, http.MethodPut, "/rest/folders/"+pathEscape(args[0])+"/type", web.FolderType{Type: args[1]},
 				controlDone{Action: "changed", Folder: args[0], Type: args[1]}, "folder "+args[0]+" is now "+args[1])
@@ -139,10 +142,11 @@ func folderType(g *globals) *cobra.Command {
 
 func folderUnshare(g *globals) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "unshare ID DEVICE",
-		Short:   "Stop sharing a folder with a device (the files stay on both)",
-		Example: "  lockstep folder unshare docs MFZWI3D-BONSGYC-...",
-		Args:    cobra.ExactArgs(2),
+		Use:               "unshare ID DEVICE",
+		Short:             "Stop sharing a folder with a device (the files stay on both)",
+		Example:           "  lockstep folder unshare docs MFZWI3D-BONSGYC-...",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeArgs(g, completeFolders, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			return control(c, g, http.MethodDelete, "/rest/folders/"+pathEscape(args[0])+"/share/"+pathEscape(args[1]), nil,
 				controlDone{Action: "unshared", Folder: args[0], Device: args[1]}, "folder "+args[0]+" is no longer shared with "+args[1])
@@ -160,8 +164,9 @@ func folderIgnores(g *globals) *cobra.Command {
 		Long: "Print a folder's ignore patterns, or with --set-file replace them with the file's content\n" +
 			"('-' reads standard input). The patterns are checked first, written atomically, and the\n" +
 			"folder is rescanned so they take effect.",
-		Example: "  lockstep folder ignores docs\n  printf '*.tmp\\nbuild/\\n' | lockstep folder ignores docs --set-file -",
-		Args:    cobra.ExactArgs(1),
+		Example:           "  lockstep folder ignores docs\n  printf '*.tmp\\nbuild/\\n' | lockstep folder ignores docs --set-file -",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -206,10 +211,11 @@ func folderIgnores(g *globals) *cobra.Command {
 func folderNeeded(g *globals) *cobra.Command {
 	var limit int
 	c := &cobra.Command{
-		Use:     "needed ID",
-		Short:   "List what a folder does not have yet as the other devices do, and why each item is stuck",
-		Example: "  lockstep folder needed docs\n  lockstep folder needed docs --limit 10 --json",
-		Args:    cobra.ExactArgs(1),
+		Use:               "needed ID",
+		Short:             "List what a folder does not have yet as the other devices do, and why each item is stuck",
+		Example:           "  lockstep folder needed docs\n  lockstep folder needed docs --limit 10 --json",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -255,10 +261,11 @@ func folderNeeded(g *globals) *cobra.Command {
 
 func folderChanges(g *globals) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "changes ID",
-		Short:   "List a folder's recent changes, newest first: when, what, and which device made them",
-		Example: "  lockstep folder changes docs",
-		Args:    cobra.ExactArgs(1),
+		Use:               "changes ID",
+		Short:             "List a folder's recent changes, newest first: when, what, and which device made them",
+		Example:           "  lockstep folder changes docs",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
 			if err != nil {
@@ -287,6 +294,11 @@ func folderChanges(g *globals) *cobra.Command {
 	return c
 }
 
+// completeTypes offers the types a synced folder can take.
+func completeTypes(context.Context, *web.Client) []string {
+	return []string{"sendreceive\tboth ways", "sendonly\tits changes go out, others' are not taken", "receiveonly\tothers' changes come in, its own stay"}
+}
+
 // shortID is the first group of a device ID, "-" for none.
 func shortID(id string) string {
 	if id == "" {
@@ -306,10 +318,11 @@ func devicePause(g *globals, pause bool) *cobra.Command {
 		verb, short = "pause", "Pause a device: drop its connection, neither dial it nor let it in until resumed (kept across restarts)"
 	}
 	c := &cobra.Command{
-		Use:     verb + " ID",
-		Short:   short,
-		Example: "  lockstep device " + verb + " MFZWI3D-BONSGYC-...",
-		Args:    cobra.ExactArgs(1),
+		Use:               verb + " ID",
+		Short:             short,
+		Example:           "  lockstep device " + verb + " MFZWI3D-BONSGYC-...",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(g, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			return control(c, g, http.MethodPost, "/rest/devices/"+pathEscape(args[0])+"/"+verb, nil,
 				controlDone{Action: verb + "d", Device: args[0]}, "device "+args[0]+" "+verb+"d")
@@ -321,10 +334,11 @@ func devicePause(g *globals, pause bool) *cobra.Command {
 
 func deviceRename(g *globals) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "rename ID NAME",
-		Short:   "Change the name this device knows a device by",
-		Example: "  lockstep device rename MFZWI3D-BONSGYC-... 'old laptop'",
-		Args:    cobra.ExactArgs(2),
+		Use:               "rename ID NAME",
+		Short:             "Change the name this device knows a device by",
+		Example:           "  lockstep device rename MFZWI3D-BONSGYC-... 'old laptop'",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeArgs(g, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
 			return control(c, g, http.MethodPut, "/rest/devices/"+pathEscape(args[0])+"/name", web.RenameDevice{Name: args[1]},
 				controlDone{Action: "renamed", Device: args[0], Name: args[1]}, "device "+args[0]+" is now called "+args[1])
