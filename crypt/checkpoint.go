@@ -10,8 +10,16 @@ import (
 // A checkpoint XORs the marks of the records it covers; keyed, so that a
 // receiver, which sees file keys and counters, cannot pick records whose
 // marks cancel out.
-func (k *Keys) CheckpointMark(fk FileKey, counter uint64) [32]byte {
-	m := k.markMACs.Get().(hash.Hash)
+//
+// Marks are keyed with the checkpoint key of generation gen (the format
+// byte of the record that carries the checkpoint); an unknown generation
+// is ErrNewerKey.
+func (k *Keys) CheckpointMark(gen byte, fk FileKey, counter uint64) ([32]byte, error) {
+	g, err := k.generation(gen)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	m := g.markMACs.Get().(hash.Hash)
 	m.Reset()
 	m.Write(fk[:])
 	var c [8]byte
@@ -19,6 +27,6 @@ func (k *Keys) CheckpointMark(fk FileKey, counter uint64) [32]byte {
 	m.Write(c[:])
 	var out [32]byte
 	m.Sum(out[:0])
-	k.markMACs.Put(m)
-	return out
+	g.markMACs.Put(m)
+	return out, nil
 }

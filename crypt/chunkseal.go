@@ -11,8 +11,8 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// chunkFormat is the first byte of every sealed chunk body.
-const chunkFormat = 0x01
+// The first byte of a sealed chunk body is the generation of the key that
+// sealed it (see Keys): 0x01 for a folder's first key.
 
 // chunkOverhead is the size of a sealed chunk body beyond its inner record.
 const chunkOverhead = 1 + chacha20poly1305.Overhead
@@ -103,10 +103,11 @@ func (k *Keys) SealChunkTo(dst []byte, plain []byte, plainHash [32]byte, compres
 	} else {
 		body = make([]byte, 1+n, 1+n+chacha20poly1305.Overhead)
 	}
-	body[0] = chunkFormat
+	g := k.current()
+	body[0] = g.gen
 	putInner(body[1:], flags, payload)
-	nonce := k.chunkNonceFor(id)
-	body = k.chunkAEAD.Seal(body[:1], nonce[:], body[1:], id[:])
+	nonce := g.chunkNonceFor(id)
+	body = g.chunkAEAD.Seal(body[:1], nonce[:], body[1:], id[:])
 	return id, body, nil
 }
 
@@ -155,8 +156,12 @@ func (k *Keys) OpenBlockTo(dst []byte, plainHash [32]byte, body []byte) ([]byte,
 // openChunk is OpenChunkTo up to, not including, the check of the
 // plaintext's hash.
 func (k *Keys) openChunk(dst []byte, id ChunkID, body []byte) ([]byte, error) {
-	if len(body) == 0 || body[0] != chunkFormat {
-		return nil, fmt.Errorf("opening chunk %v: %w: not a format %#04x chunk", id, ErrFormat, chunkFormat)
+	if len(body) == 0 {
+		return nil, fmt.Errorf("opening chunk %v: %w: empty", id, ErrFormat)
+	}
+	g, err := k.generation(body[0])
+	if err != nil {
+		return nil, fmt.Errorf("opening chunk %v: %w", id, err)
 	}
 	if len(body) < chunkOverhead+2 {
 		return nil, fmt.Errorf("opening chunk %v: %w: %d bytes is too short", id, ErrAuth, len(body))
@@ -164,8 +169,8 @@ func (k *Keys) openChunk(dst []byte, id ChunkID, body []byte) ([]byte, error) {
 	if len(body) > chunkOverhead+innerLen(MaxChunkSize) {
 		return nil, fmt.Errorf("opening chunk %v: %w: %d bytes", id, ErrTooLarge, len(body))
 	}
-	nonce := k.chunkNonceFor(id)
-	inner, err := k.chunkAEAD.Open(dst[:0], nonce[:], body[1:], id[:])
+	nonce := g.chunkNonceFor(id)
+	inner, err := g.chunkAEAD.Open(dst[:0], nonce[:], body[1:], id[:])
 	if err != nil {
 		return nil, fmt.Errorf("opening chunk %v: %w", id, ErrAuth)
 	}
@@ -216,9 +221,9 @@ var probeBufs = sync.Pool{New: func() any { b := make([]byte, 0, compressProbe+1
 // a keyed hash of the plaintext hash, so the nonce is a function of the
 // plaintext hash that the opener, who knows only the ID, can compute:
 // distinct plaintexts get distinct nonces, equal plaintexts equal bodies.
-func (k *Keys) chunkNonceFor(id ChunkID) [chacha20poly1305.NonceSizeX]byte {
+func (g *sealKeys) chunkNonceFor(id ChunkID) [chacha20poly1305.NonceSizeX]byte {
 	var n [chacha20poly1305.NonceSizeX]byte
-	sum := k.nonceHashers.sum(id[:])
+	sum := g.nonceHashers.sum(id[:])
 	copy(n[:], sum[:])
 	return n
 }

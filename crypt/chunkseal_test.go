@@ -210,7 +210,7 @@ func TestOpenChunkLengths(t *testing.T) {
 	// authentication); one more byte is ErrTooLarge.
 	max := chunkOverhead + innerLen(MaxChunkSize)
 	big := make([]byte, max+1)
-	big[0] = chunkFormat
+	big[0] = 1
 	if _, err := k.OpenChunk(id, big[:max]); !errors.Is(err, ErrAuth) {
 		t.Fatalf("max length: err = %v, want ErrAuth", err)
 	}

@@ -19,7 +19,8 @@ import (
 // The first part is the password part (kind 'p'): an age file encrypted to
 // one scrypt recipient. At most one recovery part (kind 'r') may follow: an
 // age file encrypted to every X25519 recovery recipient. Each age file's
-// payload is exactly the 32-byte folder key. Nothing else may follow.
+// payload is the folder's key ring: 1 to MaxGenerations 32-byte keys,
+// oldest first (a folder never rotated has one). Nothing else may follow.
 const (
 	envelopeMagic   = "lockstep-envelope/v1\n"
 	partPassword    = 'p'
@@ -99,7 +100,19 @@ func SealEnvelope(key FolderKey, password []byte, recovery ...*age.X25519Recipie
 	return sealEnvelope(key, password, scryptLogN, recovery)
 }
 
+// SealRing is SealEnvelope for a folder's key ring (see DeriveRing).
+func SealRing(ring []FolderKey, password []byte, recovery ...*age.X25519Recipient) ([]byte, error) {
+	return sealRing(ring, password, scryptLogN, recovery)
+}
+
 func sealEnvelope(key FolderKey, password []byte, logN int, recovery []*age.X25519Recipient) ([]byte, error) {
+	return sealRing([]FolderKey{key}, password, logN, recovery)
+}
+
+func sealRing(ring []FolderKey, password []byte, logN int, recovery []*age.X25519Recipient) ([]byte, error) {
+	if len(ring) == 0 || len(ring) > MaxGenerations {
+		return nil, fmt.Errorf("sealing envelope: a ring of %d keys", len(ring))
+	}
 	if len(password) == 0 {
 		return nil, fmt.Errorf("sealing envelope: %w", ErrEmptyPassword)
 	}
@@ -109,7 +122,7 @@ func sealEnvelope(key FolderKey, password []byte, logN int, recovery []*age.X255
 	}
 	pr.SetWorkFactor(logN)
 	var e envelope
-	if e.password, err = ageSeal(key, pr); err != nil {
+	if e.password, err = ageSeal(ring, pr); err != nil {
 		return nil, fmt.Errorf("sealing envelope: %w", err)
 	}
 	if len(recovery) > 0 {
@@ -120,7 +133,7 @@ func sealEnvelope(key FolderKey, password []byte, logN int, recovery []*age.X255
 			}
 			rs[i] = r
 		}
-		if e.recovery, err = ageSeal(key, rs...); err != nil {
+		if e.recovery, err = ageSeal(ring, rs...); err != nil {
 			return nil, fmt.Errorf("sealing envelope: %w", err)
 		}
 	}
@@ -131,38 +144,53 @@ func sealEnvelope(key FolderKey, password []byte, logN int, recovery []*age.X255
 	return out, nil
 }
 
-// OpenEnvelope returns the folder key in env using password. A wrong (or
-// empty) password is ErrWrongPassword; a malformed or damaged envelope, or
-// one whose scrypt work factor exceeds 2^20, is ErrEnvelope.
+// OpenEnvelope returns the folder key in env using password: the first
+// of its ring (OpenRing returns them all). A wrong (or empty) password is
+// ErrWrongPassword; a malformed or damaged envelope, or one whose scrypt
+// work factor exceeds 2^20, is ErrEnvelope.
 func OpenEnvelope(env, password []byte) (FolderKey, error) {
 	return openEnvelope(env, password, scryptMaxLogN)
 }
 
+// OpenRing returns the folder's key ring in env using password, oldest
+// first. Errors are OpenEnvelope's.
+func OpenRing(env, password []byte) ([]FolderKey, error) {
+	return openRing(env, password, scryptMaxLogN)
+}
+
 func openEnvelope(env, password []byte, maxLogN int) (FolderKey, error) {
+	ring, err := openRing(env, password, maxLogN)
+	if err != nil {
+		return FolderKey{}, err
+	}
+	return ring[0], nil
+}
+
+func openRing(env, password []byte, maxLogN int) ([]FolderKey, error) {
 	if len(password) == 0 {
-		return FolderKey{}, fmt.Errorf("opening envelope: %w: %w", ErrWrongPassword, ErrEmptyPassword)
+		return nil, fmt.Errorf("opening envelope: %w: %w", ErrWrongPassword, ErrEmptyPassword)
 	}
 	e, err := parseEnvelope(env)
 	if err != nil {
-		return FolderKey{}, fmt.Errorf("opening envelope: %w", err)
+		return nil, fmt.Errorf("opening envelope: %w", err)
 	}
 	si, err := age.NewScryptIdentity(string(password))
 	if err != nil {
-		return FolderKey{}, fmt.Errorf("opening envelope: %w", err)
+		return nil, fmt.Errorf("opening envelope: %w", err)
 	}
 	si.SetMaxWorkFactor(maxLogN)
-	k, err := ageOpen(e.password, passwordIdentity{si})
+	ring, err := ageOpen(e.password, passwordIdentity{si})
 	var noMatch *age.NoIdentityMatchError
 	switch {
 	case errors.As(err, &noMatch):
-		return FolderKey{}, fmt.Errorf("opening envelope: %w", ErrWrongPassword)
+		return nil, fmt.Errorf("opening envelope: %w", ErrWrongPassword)
 	case err != nil:
-		return FolderKey{}, fmt.Errorf("opening envelope: %w: %w", ErrEnvelope, err)
+		return nil, fmt.Errorf("opening envelope: %w: %w", ErrEnvelope, err)
 	}
-	return k, nil
+	return ring, nil
 }
 
-// OpenEnvelopeWithIdentity returns the folder key in env using an X25519
+// OpenEnvelopeWithIdentity returns the (first) folder key in env using an X25519
 // recovery identity. An envelope without a recovery part for id, or a
 // malformed or damaged one, is ErrEnvelope.
 //
@@ -180,7 +208,7 @@ func OpenEnvelopeWithIdentity(env []byte, id *age.X25519Identity) (FolderKey, er
 	if e.recovery == nil {
 		return FolderKey{}, fmt.Errorf("opening envelope: %w: it has no recovery recipients", ErrEnvelope)
 	}
-	k, err := ageOpen(e.recovery, id)
+	ring, err := ageOpen(e.recovery, id)
 	var noMatch *age.NoIdentityMatchError
 	switch {
 	case errors.As(err, &noMatch):
@@ -188,10 +216,10 @@ func OpenEnvelopeWithIdentity(env []byte, id *age.X25519Identity) (FolderKey, er
 	case err != nil:
 		return FolderKey{}, fmt.Errorf("opening envelope: %w: %w", ErrEnvelope, err)
 	}
-	return k, nil
+	return ring[0], nil
 }
 
-// RewrapEnvelope opens env with oldPassword and seals the same folder key
+// RewrapEnvelope opens env with oldPassword and seals the same key ring
 // for newPassword and the given recovery recipients. Recovery recipients of
 // env are not carried over (an envelope does not reveal them): pass them
 // again to keep them. Errors are those of OpenEnvelope and SealEnvelope.
@@ -203,11 +231,11 @@ func rewrapEnvelope(env, oldPassword, newPassword []byte, maxLogN, logN int, rec
 	if len(newPassword) == 0 {
 		return nil, fmt.Errorf("rewrapping envelope: %w", ErrEmptyPassword)
 	}
-	k, err := openEnvelope(env, oldPassword, maxLogN)
+	ring, err := openRing(env, oldPassword, maxLogN)
 	if err != nil {
 		return nil, fmt.Errorf("rewrapping envelope: %w", err)
 	}
-	return sealEnvelope(k, newPassword, logN, recovery)
+	return sealRing(ring, newPassword, logN, recovery)
 }
 
 // passwordIdentity accepts only age files with exactly one scrypt stanza, so
@@ -222,15 +250,17 @@ func (p passwordIdentity) Unwrap(stanzas []*age.Stanza) (fileKey []byte, err err
 	return p.ScryptIdentity.Unwrap(stanzas)
 }
 
-// ageSeal returns an age file holding key for the recipients.
-func ageSeal(key FolderKey, recipients ...age.Recipient) ([]byte, error) {
+// ageSeal returns an age file holding ring for the recipients.
+func ageSeal(ring []FolderKey, recipients ...age.Recipient) ([]byte, error) {
 	var buf bytes.Buffer
 	w, err := age.Encrypt(&buf, recipients...)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.Write(key[:]); err != nil {
-		return nil, err
+	for _, key := range ring {
+		if _, err := w.Write(key[:]); err != nil {
+			return nil, err
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
@@ -238,18 +268,22 @@ func ageSeal(key FolderKey, recipients ...age.Recipient) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// ageOpen decrypts an age file that must hold exactly a folder key.
-func ageOpen(file []byte, id age.Identity) (FolderKey, error) {
+// ageOpen decrypts an age file that must hold a key ring.
+func ageOpen(file []byte, id age.Identity) ([]FolderKey, error) {
 	r, err := age.Decrypt(bytes.NewReader(file), id)
 	if err != nil {
-		return FolderKey{}, err
+		return nil, err
 	}
-	b, err := io.ReadAll(io.LimitReader(r, int64(folderKeySize)+1))
+	b, err := io.ReadAll(io.LimitReader(r, int64(folderKeySize)*MaxGenerations+1))
 	if err != nil {
-		return FolderKey{}, err
+		return nil, err
 	}
-	if len(b) != folderKeySize {
-		return FolderKey{}, fmt.Errorf("payload of %d bytes, want %d", len(b), folderKeySize)
+	if len(b) == 0 || len(b)%folderKeySize != 0 || len(b) > folderKeySize*MaxGenerations {
+		return nil, fmt.Errorf("payload of %d bytes, want 1 to %d keys of %d", len(b), MaxGenerations, folderKeySize)
 	}
-	return FolderKey(b), nil
+	ring := make([]FolderKey, len(b)/folderKeySize)
+	for i := range ring {
+		ring[i] = FolderKey(b[i*folderKeySize:])
+	}
+	return ring, nil
 }

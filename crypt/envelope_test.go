@@ -201,7 +201,7 @@ func TestParseEnvelopeStructure(t *testing.T) {
 	}
 	// A password part that is an age file for X25519 is damage, not a
 	// wrong password.
-	x, err := ageSeal(fixedFolderKey(), rec.Recipient())
+	x, err := ageSeal([]FolderKey{fixedFolderKey()}, rec.Recipient())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestParseEnvelopeStructure(t *testing.T) {
 	if !errors.Is(err, ErrEnvelope) || errors.Is(err, ErrWrongPassword) {
 		t.Fatalf("X25519 password part: err = %v, want ErrEnvelope", err)
 	}
-	// A payload that is not 32 bytes is damage.
+	// A payload that is not a whole number of 32-byte keys is damage.
 	sr, err := age.NewScryptRecipient("pw")
 	if err != nil {
 		t.Fatal(err)

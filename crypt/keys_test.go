@@ -13,8 +13,9 @@ import (
 func TestDeriveKeysHKDF(t *testing.T) {
 	fk := fixedFolderKey()
 	k := testKeys(t)
+	g := k.current()
 	for label, got := range map[string][32]byte{
-		"chunk-id": k.chunkID, "chunk": k.chunk, "name": k.name, "record": k.record,
+		"chunk-id": k.chunkID, "chunk": g.chunk, "name": k.name, "record": g.record, "checkpoint": g.checkpoint,
 	} {
 		want, err := hkdf.Key(sha256.New, fk[:], nil, "lockstep/v1/"+label, 32)
 		if err != nil {
@@ -24,12 +25,12 @@ func TestDeriveKeysHKDF(t *testing.T) {
 			t.Errorf("%s key = %x, want %x", label, got, want)
 		}
 	}
-	want, err := hkdf.Key(sha256.New, k.chunk[:], nil, "lockstep/v1/chunk-nonce", 32)
+	want, err := hkdf.Key(sha256.New, g.chunk[:], nil, "lockstep/v1/chunk-nonce", 32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(k.chunkNonce[:]) != string(want) {
-		t.Errorf("chunk nonce key = %x, want %x", k.chunkNonce, want)
+	if string(g.chunkNonce[:]) != string(want) {
+		t.Errorf("chunk nonce key = %x, want %x", g.chunkNonce, want)
 	}
 }
 
@@ -39,12 +40,12 @@ func TestDeriveKeysDistinct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.chunk != b.chunk || a.pol != b.pol {
+	if a.current().chunk != b.current().chunk || a.pol != b.pol {
 		t.Fatal("DeriveKeys is not deterministic")
 	}
 	seen := map[[32]byte]string{}
 	for name, k := range map[string][32]byte{
-		"chunk-id": a.chunkID, "chunk": a.chunk, "chunk-nonce": a.chunkNonce, "name": a.name, "record": a.record,
+		"chunk-id": a.chunkID, "chunk": a.current().chunk, "chunk-nonce": a.current().chunkNonce, "name": a.name, "record": a.current().record, "checkpoint": a.current().checkpoint,
 	} {
 		if other, dup := seen[k]; dup {
 			t.Fatalf("%s and %s keys are equal", name, other)
@@ -57,7 +58,7 @@ func TestDeriveKeysDistinct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.chunkID == a.chunkID || c.chunk == a.chunk || c.name == a.name || c.record == a.record || c.pol == a.pol {
+	if c.chunkID == a.chunkID || c.current().chunk == a.current().chunk || c.name == a.name || c.current().record == a.current().record || c.pol == a.pol {
 		t.Fatal("a one-bit change of the folder key left a subkey unchanged")
 	}
 }

@@ -65,14 +65,16 @@ func makeInner(flags byte, payload []byte) []byte {
 // sealRawChunk seals an arbitrary inner record as chunk id would be sealed,
 // to build bodies SealChunk never makes.
 func sealRawChunk(k *Keys, id ChunkID, inner []byte) []byte {
-	nonce := k.chunkNonceFor(id)
-	return k.chunkAEAD.Seal([]byte{chunkFormat}, nonce[:], inner, id[:])
+	g := k.current()
+	nonce := g.chunkNonceFor(id)
+	return g.chunkAEAD.Seal([]byte{g.gen}, nonce[:], inner, id[:])
 }
 
 // sealRawRecord seals an arbitrary inner record under h.
 func sealRawRecord(k *Keys, h RecordHeader, nonce [chacha20poly1305.NonceSizeX]byte, inner []byte) []byte {
-	out := append([]byte{recordFormat}, nonce[:]...)
-	return k.recordAEAD.Seal(out, nonce[:], inner, h.appendAAD(nil))
+	g := k.current()
+	out := append([]byte{g.gen}, nonce[:]...)
+	return g.recordAEAD.Seal(out, nonce[:], inner, h.appendAAD(nil, g.gen))
 }
 
 // sealed seals plain with its true hash.

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// recordFormat is the first byte of every sealed record.
-const recordFormat = 0x01
+// The first byte of a sealed record is the generation of the key that
+// sealed it (see Keys): 0x01 for a folder's first key.
 
 // recordOverhead is the size of a sealed record beyond its inner record.
 const recordOverhead = 1 + chacha20poly1305.NonceSizeX + chacha20poly1305.Overhead
@@ -60,6 +60,15 @@ func (f *FileKey) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// RecordGeneration returns the key generation a sealed record names (its
+// format byte), 0 for an empty one.
+func RecordGeneration(sealed []byte) byte {
+	if len(sealed) == 0 {
+		return 0
+	}
+	return sealed[0]
+}
+
 // RecordHeader is the readable part of a sealed record, bound to it as
 // associated data: a record opens only under the header it was sealed with.
 type RecordHeader struct {
@@ -69,11 +78,12 @@ type RecordHeader struct {
 	Counter uint64   // origin's record counter: strictly increasing per origin
 }
 
-// appendAAD appends the canonical encoding of h:
+// appendAAD appends the canonical encoding of h for a record of key
+// generation gen:
 //
-//	format byte || uvarint(len(Folder)) || Folder || File || Origin || Counter (8 bytes, big endian)
-func (h *RecordHeader) appendAAD(dst []byte) []byte {
-	dst = append(dst, recordFormat)
+//	gen || uvarint(len(Folder)) || Folder || File || Origin || Counter (8 bytes, big endian)
+func (h *RecordHeader) appendAAD(dst []byte, gen byte) []byte {
+	dst = append(dst, gen)
 	dst = binary.AppendUvarint(dst, uint64(len(h.Folder)))
 	dst = append(dst, h.Folder...)
 	dst = append(dst, h.File[:]...)
@@ -83,7 +93,10 @@ func (h *RecordHeader) appendAAD(dst []byte) []byte {
 
 // SealRecord encrypts a record payload bound to h:
 //
-//	sealed = 0x01 || nonce (24 random bytes) || XChaCha20-Poly1305(record key, nonce, inner, aad = h)
+//	sealed = gen || nonce (24 random bytes) || XChaCha20-Poly1305(record key, nonce, inner, aad = h)
+//
+// where gen is the key generation that seals (Keys.Generation).
+//
 //	inner  = 0x00 || uvarint(len(payload)) || payload || zeros to Padmé length
 //
 // Padding hides exact payload sizes (which would leak name lengths and chunk
@@ -104,19 +117,25 @@ func (k *Keys) sealRecordWithNonce(h RecordHeader, payload []byte, nonce [chacha
 	n := innerLen(len(payload))
 	pre := 1 + len(nonce)
 	out := make([]byte, pre+n, pre+n+chacha20poly1305.Overhead)
-	out[0] = recordFormat
+	g := k.current()
+	out[0] = g.gen
 	copy(out[1:], nonce[:])
 	putInner(out[pre:], 0, payload)
-	return k.recordAEAD.Seal(out[:pre], nonce[:], out[pre:], h.appendAAD(nil)), nil
+	return g.recordAEAD.Seal(out[:pre], nonce[:], out[pre:], h.appendAAD(nil, g.gen)), nil
 }
 
 // OpenRecord decrypts and verifies a record sealed by SealRecord under the
-// same header. Errors: ErrFormat (format byte, malformed inner framing or
-// padding), ErrTooLarge (beyond MaxRecordSize), ErrAuth (tampered, other
-// key, other header). sealed is not modified or retained.
+// same header. Errors: ErrFormat (format byte 0, malformed inner framing
+// or padding), ErrNewerKey (a generation the ring lacks), ErrTooLarge
+// (beyond MaxRecordSize), ErrAuth (tampered, other key, other header).
+// sealed is not modified or retained.
 func (k *Keys) OpenRecord(h RecordHeader, sealed []byte) ([]byte, error) {
-	if len(sealed) == 0 || sealed[0] != recordFormat {
-		return nil, fmt.Errorf("opening record: %w: not a format %#04x record", ErrFormat, recordFormat)
+	if len(sealed) == 0 {
+		return nil, fmt.Errorf("opening record: %w: empty", ErrFormat)
+	}
+	g, err := k.generation(sealed[0])
+	if err != nil {
+		return nil, fmt.Errorf("opening record: %w", err)
 	}
 	if len(sealed) < recordOverhead+2 {
 		return nil, fmt.Errorf("opening record: %w: %d bytes is too short", ErrAuth, len(sealed))
@@ -125,7 +144,7 @@ func (k *Keys) OpenRecord(h RecordHeader, sealed []byte) ([]byte, error) {
 		return nil, fmt.Errorf("opening record: %w: %d bytes", ErrTooLarge, len(sealed))
 	}
 	pre := 1 + chacha20poly1305.NonceSizeX
-	inner, err := k.recordAEAD.Open(nil, sealed[1:pre], sealed[pre:], h.appendAAD(nil))
+	inner, err := g.recordAEAD.Open(nil, sealed[1:pre], sealed[pre:], h.appendAAD(nil, g.gen))
 	if err != nil {
 		return nil, fmt.Errorf("opening record: %w", ErrAuth)
 	}

@@ -56,7 +56,7 @@ func TestRecordSizeLimit(t *testing.T) {
 	}
 	// One byte beyond the largest legal sealed length is refused early.
 	big := make([]byte, recordOverhead+innerLen(MaxRecordSize)+1)
-	big[0] = recordFormat
+	big[0] = 1
 	if _, err := k.OpenRecord(h, big); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized: err = %v, want ErrTooLarge", err)
 	}
@@ -106,7 +106,7 @@ func TestRecordHeaderBinding(t *testing.T) {
 	// Length-prefixed folder: "ab"+file cannot pose as "a"+other bytes.
 	a := RecordHeader{Folder: "a"}
 	b := RecordHeader{Folder: "ab"}
-	if bytes.Equal(a.appendAAD(nil), b.appendAAD(nil)[:len(a.appendAAD(nil))]) {
+	if bytes.Equal(a.appendAAD(nil, 1), b.appendAAD(nil, 1)[:len(a.appendAAD(nil, 1))]) {
 		t.Fatal("AAD of one header is a prefix of another's")
 	}
 	other, err := DeriveKeys(FolderKey{7})

@@ -298,10 +298,10 @@ func checkEnvelopeVectors(t *testing.T, es []envelopeVector) {
 func subkeysOf(k *Keys) map[string]string {
 	return map[string]string{
 		labelChunkID:    hex.EncodeToString(k.chunkID[:]),
-		labelChunk:      hex.EncodeToString(k.chunk[:]),
-		labelChunkNonce: hex.EncodeToString(k.chunkNonce[:]),
+		labelChunk:      hex.EncodeToString(k.current().chunk[:]),
+		labelChunkNonce: hex.EncodeToString(k.current().chunkNonce[:]),
 		labelName:       hex.EncodeToString(k.name[:]),
-		labelRecord:     hex.EncodeToString(k.record[:]),
+		labelRecord:     hex.EncodeToString(k.current().record[:]),
 	}
 }
 

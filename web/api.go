@@ -189,6 +189,10 @@ type ShareFolder struct {
 	Password string `json:"password,omitempty"`
 	// NewPassword changes the folder's password on an untrusted receiver.
 	NewPassword string `json:"newPassword,omitempty"`
+	// RotateKey, with NewPassword, also gives the folder a new key for
+	// everything sealed from now on, on every receiver of the folder
+	// (all must be connected); Device is then any one of them.
+	RotateKey bool `json:"rotateKey,omitempty"`
 }
 
 // Versioning is GET/PUT /rest/folders/{id}/versioning.

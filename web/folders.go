@@ -37,6 +37,7 @@ type Engine interface {
 // (sync/backup).
 type Backup interface {
 	ShareEncrypted(ctx context.Context, folderID string, dev crypt.DeviceID, password, newPassword []byte) error
+	RotateKey(ctx context.Context, folderID string, password, newPassword []byte) (int, error)
 	ReceiverVersions(ctx context.Context, folderID, path string) ([]backup.ReceiverVersion, error)
 	RestoreFromReceiver(ctx context.Context, folderID string, vs []backup.ReceiverVersion, toDir string) ([]string, error)
 	Status(folderID string) backup.Status
@@ -49,6 +50,9 @@ var errNoBackup = errors.New("this node has no encrypted shares")
 
 func (noBackup) ShareEncrypted(context.Context, string, crypt.DeviceID, []byte, []byte) error {
 	return errNoBackup
+}
+func (noBackup) RotateKey(context.Context, string, []byte, []byte) (int, error) {
+	return 0, errNoBackup
 }
 func (noBackup) ReceiverVersions(context.Context, string, string) ([]backup.ReceiverVersion, error) {
 	return nil, nil
@@ -287,12 +291,19 @@ func (s *Server) postShare(c echo.Context) error {
 		return badRequest("sharing with an untrusted device needs a password (--password-file)")
 	case !d.Untrusted && (req.Password != "" || req.NewPassword != ""):
 		return badRequest("a password is only for untrusted devices; this one is trusted")
+	case req.RotateKey && req.NewPassword == "":
+		return badRequest("rotating the key needs the new password too (--new-password-file)")
 	case d.Untrusted:
 		var newPw []byte
 		if req.NewPassword != "" {
 			newPw = []byte(req.NewPassword)
 		}
-		err := s.cfg.Backup.ShareEncrypted(ctx, f.ID, id, []byte(req.Password), newPw)
+		var err error
+		if req.RotateKey {
+			_, err = s.cfg.Backup.RotateKey(ctx, f.ID, []byte(req.Password), newPw)
+		} else {
+			err = s.cfg.Backup.ShareEncrypted(ctx, f.ID, id, []byte(req.Password), newPw)
+		}
 		switch {
 		case errors.Is(err, crypt.ErrWrongPassword):
 			return echo.NewHTTPError(http.StatusForbidden, err.Error()).SetInternal(err)

@@ -23,6 +23,7 @@ func newFolder(g *globals) *cobra.Command {
 			"  lockstep folder list --json",
 	}
 	var label, typ, passwordFile, newPasswordFile string
+	var rotateKey bool
 	add := &cobra.Command{
 		Use:   "add ID PATH",
 		Short: "Add a folder (PATH is created if missing)",
@@ -66,7 +67,9 @@ func newFolder(g *globals) *cobra.Command {
 			"  # back up to an untrusted receiver, encrypted under a password\n" +
 			"  lockstep folder share docs RECEIVER-ID --password-file ~/.docs-password\n" +
 			"  # change that password on the receiver\n" +
-			"  lockstep folder share docs RECEIVER-ID --password-file old.txt --new-password-file new.txt",
+			"  lockstep folder share docs RECEIVER-ID --password-file old.txt --new-password-file new.txt\n" +
+			"  # change it on every receiver, with a new key for all that is written from now on\n" +
+			"  lockstep folder share docs RECEIVER-ID --password-file old.txt --new-password-file new.txt --rotate-key",
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completeArgs(g, completeFolders, completeDevices),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -79,6 +82,10 @@ func newFolder(g *globals) *cobra.Command {
 				if req.Password, err = readPassword(passwordFile); err != nil {
 					return err
 				}
+			}
+			req.RotateKey = rotateKey
+			if rotateKey && newPasswordFile == "" {
+				return usageError(c, "--rotate-key needs --password-file and --new-password-file")
 			}
 			if newPasswordFile != "" {
 				if passwordFile == "" {
@@ -100,6 +107,11 @@ func newFolder(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if rotateKey {
+				return emit(c, changed{Action: "rotated", Folder: args[0]}, func(w io.Writer) {
+					fmt.Fprintln(w, "rotated the key of", args[0], "on every receiver: what is written from now on opens only with the new password")
+				})
+			}
 			return emit(c, changed{Action: "shared", Folder: args[0], Device: args[1]}, func(w io.Writer) {
 				fmt.Fprintln(w, "shared", args[0], "with", args[1])
 			})
@@ -107,6 +119,7 @@ func newFolder(g *globals) *cobra.Command {
 	}
 	share.Flags().StringVar(&passwordFile, "password-file", "", "file holding the folder password (for untrusted devices)")
 	share.Flags().StringVar(&newPasswordFile, "new-password-file", "", "change the folder password on the untrusted device to the one in this file")
+	share.Flags().BoolVar(&rotateKey, "rotate-key", false, "with --new-password-file: a new folder key, on every receiver, for all written from now on")
 	jsonFlag(share)
 
 	list := &cobra.Command{

@@ -44,6 +44,63 @@ func (db *DB) SetFolderKey(ctx context.Context, folderID string, key [FolderKeyS
 	return nil
 }
 
+// FolderKeyRing returns the folder's key ring, oldest first: its key
+// (FolderKey) and the keys rotations added. ErrNotFound when it has none.
+func (db *DB) FolderKeyRing(ctx context.Context, folderID string) ([][FolderKeySize]byte, error) {
+	first, err := db.FolderKey(ctx, folderID)
+	if err != nil {
+		return nil, err
+	}
+	ring := [][FolderKeySize]byte{first}
+	rows, err := db.sql.QueryContext(ctx, "SELECT generation, key FROM folder_key_ring WHERE folder_id = ? ORDER BY generation", folderID)
+	if err != nil {
+		return nil, fmt.Errorf("reading key ring of folder %q: %w", folderID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var gen int
+		var b []byte
+		if err := rows.Scan(&gen, &b); err != nil {
+			return nil, fmt.Errorf("reading key ring of folder %q: %w", folderID, err)
+		}
+		if gen != len(ring)+1 {
+			return nil, fmt.Errorf("key ring of folder %q: generation %d follows %d", folderID, gen, len(ring))
+		}
+		ring = append(ring, [FolderKeySize]byte(b))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading key ring of folder %q: %w", folderID, err)
+	}
+	return ring, nil
+}
+
+// SetFolderKeyRing stores the folder's key ring (at least one key),
+// replacing what it had.
+func (db *DB) SetFolderKeyRing(ctx context.Context, folderID string, ring [][FolderKeySize]byte) error {
+	if len(ring) == 0 || len(ring) > 255 {
+		return fmt.Errorf("setting key ring of folder %q: %d keys", folderID, len(ring))
+	}
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO folder_keys (folder_id, key) VALUES (?, ?)
+			ON CONFLICT (folder_id) DO UPDATE SET key = excluded.key`, folderID, ring[0][:]); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM folder_key_ring WHERE folder_id = ?", folderID); err != nil {
+			return err
+		}
+		for i, k := range ring[1:] {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO folder_key_ring (folder_id, generation, key) VALUES (?, ?, ?)", folderID, i+2, k[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("setting key ring of folder %q: %w", folderID, err)
+	}
+	return nil
+}
+
 // IndexID returns the ID of this device's index of the folder, or
 // ErrNotFound when it has none yet.
 func (db *DB) IndexID(ctx context.Context, folderID string) (uint64, error) {

@@ -175,3 +175,40 @@ func TestFolderStateDiesWithFolder(t *testing.T) {
 		t.Errorf("the other folder's policy: %v", err)
 	}
 }
+
+func TestFolderKeyRing(t *testing.T) {
+	ctx := context.Background()
+	d, _ := openTest(t)
+	if err := d.PutFolder(ctx, Folder{ID: "f", Path: t.TempDir(), Type: SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.FolderKeyRing(ctx, "f"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ring of a folder without a key: %v", err)
+	}
+	k1, k2, k3 := [FolderKeySize]byte{1}, [FolderKeySize]byte{2}, [FolderKeySize]byte{3}
+	if err := d.SetFolderKey(ctx, "f", k1); err != nil {
+		t.Fatal(err)
+	}
+	if ring, err := d.FolderKeyRing(ctx, "f"); err != nil || len(ring) != 1 || ring[0] != k1 {
+		t.Fatalf("ring %x, %v", ring, err)
+	}
+	if err := d.SetFolderKeyRing(ctx, "f", [][FolderKeySize]byte{k1, k2, k3}); err != nil {
+		t.Fatal(err)
+	}
+	if ring, err := d.FolderKeyRing(ctx, "f"); err != nil || len(ring) != 3 || ring[0] != k1 || ring[1] != k2 || ring[2] != k3 {
+		t.Fatalf("ring %x, %v", ring, err)
+	}
+	if k, err := d.FolderKey(ctx, "f"); err != nil || k != k1 {
+		t.Fatalf("first key %x, %v", k, err)
+	}
+	if err := d.SetFolderKeyRing(ctx, "f", nil); err == nil {
+		t.Fatal("an empty ring stored")
+	}
+	if err := d.RemoveFolder(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := d.sql.QueryRow("SELECT count(*) FROM folder_key_ring").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d ring keys left after the folder went (%v)", n, err)
+	}
+}

@@ -139,6 +139,9 @@ type share struct {
 	recvErrs map[crypt.DeviceID]string // latest problem with each receiver
 	forkErrs map[crypt.DeviceID]string // receivers found forking their log (fork.go)
 	stalled  map[crypt.DeviceID]string // receivers taking no step with uploads
+	// lacking holds, per receiver, the log sequence of the first record
+	// sealed with a key this device lacks: its cursor stays before it.
+	lacking map[crypt.DeviceID]int64
 
 	// Since start: records and chunks from receivers that failed
 	// verification.
@@ -270,6 +273,23 @@ func (b *Backup) Status(folderID string) Status {
 		st.Receivers[d] = ReceiverStatus{Error: s.receiverError(d)}
 	}
 	return st
+}
+
+// holdCursor notes seq (0: none) as a record of peer's log sealed with a
+// key this device lacks, and returns the first such record noted since
+// the key ring last changed (0: none).
+func (s *share) holdCursor(peer crypt.DeviceID, seq int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq > 0 {
+		if s.lacking == nil {
+			s.lacking = map[crypt.DeviceID]int64{}
+		}
+		if cur, ok := s.lacking[peer]; !ok || seq < cur {
+			s.lacking[peer] = seq
+		}
+	}
+	return s.lacking[peer]
 }
 
 // setReceiverError records the latest problem with a receiver for status.

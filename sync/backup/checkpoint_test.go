@@ -27,7 +27,7 @@ func TestUploadCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := recs[len(recs)-1].Sequence
-	cp := u.checkpoint(last)
+	cp := u.checkpoint(keys, last)
 	if cp == nil {
 		t.Fatal("no checkpoint at the index's sequence")
 	}
@@ -40,7 +40,7 @@ func TestUploadCheckpoint(t *testing.T) {
 	if cp.Counter != uint64(last) || cp.Files != 2 || !want.Matches(*cp) {
 		t.Fatalf("checkpoint %+v at %d", cp, last)
 	}
-	if u.checkpoint(last-1) != nil {
+	if u.checkpoint(keys, last-1) != nil {
 		t.Fatal("a checkpoint for a sequence the index has moved past")
 	}
 
@@ -76,7 +76,7 @@ func BenchmarkUploadCheckpoint(b *testing.B) {
 	last := out[len(out)-1].Sequence
 	b.ResetTimer()
 	for b.Loop() {
-		if u.checkpoint(last) == nil {
+		if u.checkpoint(keys, last) == nil {
 			b.Fatal("no checkpoint")
 		}
 	}

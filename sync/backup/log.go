@@ -73,10 +73,18 @@ func (b *Backup) sealedIndex(ctx context.Context, f Folder, peer crypt.DeviceID,
 	set := f.Index()
 	best := map[string]index.Record{}
 	var last, own, ownAt int64
+	var lacking int64                   // the first record sealed with a key this device lacks
 	seen := map[crypt.DeviceID]uint64{} // highest counter per origin
 	for _, sr := range idx.GetRecords() {
 		last = max(last, sr.GetSequence())
 		r, err := sealed.Open(keys, f.ID(), sr)
+		if errors.Is(err, crypt.ErrNewerKey) {
+			if lacking == 0 {
+				lacking = sr.GetSequence()
+			}
+			s.setReceiverError(peer, fmt.Errorf("receiver %s holds records sealed with a newer folder key (rotated on another device): share the folder with it again, with the current password, to fetch the key", peer.Short()))
+			continue
+		}
 		if err != nil {
 			s.tamperedRecords.Add(1)
 			s.setReceiverError(peer, fmt.Errorf("a record from receiver %s failed verification (tampered or damaged): %w", peer.Short(), err))
@@ -109,6 +117,12 @@ func (b *Backup) sealedIndex(ctx context.Context, f Folder, peer crypt.DeviceID,
 	// before the cursor passes them.
 	if err := b.raiseOrigins(ctx, f.ID(), peer, seen, nil); err != nil {
 		return err
+	}
+	// The cursor stays before a record this device could not open for
+	// want of a newer key, so that the receiver sends it again once the
+	// key is here (setFolderRing).
+	if hold := s.holdCursor(peer, lacking); hold > 0 {
+		last = min(last, hold-1)
 	}
 	v := b.view(ctx, f.ID(), peer)
 	if last > v.Cursor {
@@ -146,6 +160,10 @@ func (b *Backup) SealedBlock(ctx context.Context, folderID string, peer crypt.De
 	}
 	plain, err := keys.OpenBlockTo(nil, blk.Hash, body)
 	protocol.Recycle(body)
+	if errors.Is(err, crypt.ErrNewerKey) {
+		b.share(folderID).setReceiverError(peer, fmt.Errorf("receiver %s holds chunks sealed with a newer folder key (rotated on another device): share the folder with it again, with the current password, to fetch the key", peer.Short()))
+		return nil, err
+	}
 	if err != nil {
 		s := b.share(folderID)
 		s.tamperedChunks.Add(1)

@@ -79,10 +79,10 @@ func (b *Backup) preseal(ctx context.Context, f Folder, keys *crypt.Keys) int64 
 	return total
 }
 
-// presealWhile runs preseal under key while seal runs, and returns seal's
+// presealWhile runs preseal under ring while seal runs, and returns seal's
 // result once both have ended.
-func (b *Backup) presealWhile(ctx context.Context, f Folder, key crypt.FolderKey, seal func() ([]byte, error)) ([]byte, error) {
-	keys, err := crypt.DeriveKeys(key)
+func (b *Backup) presealWhile(ctx context.Context, f Folder, ring []crypt.FolderKey, seal func() ([]byte, error)) ([]byte, error) {
+	keys, err := crypt.DeriveRing(ring)
 	if err != nil {
 		return seal()
 	}

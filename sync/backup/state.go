@@ -32,16 +32,47 @@ func (b *Backup) logID(ctx context.Context, folderID string, dev crypt.DeviceID)
 	return id
 }
 
-// folderKey returns the folder key stored on this device, if any.
-func (b *Backup) folderKey(ctx context.Context, folderID string) (crypt.FolderKey, bool, error) {
-	k, err := b.db.FolderKey(ctx, folderID)
+// folderRing returns the folder's key ring stored on this device, oldest
+// first, if it has one.
+func (b *Backup) folderRing(ctx context.Context, folderID string) ([]crypt.FolderKey, bool, error) {
+	r, err := b.db.FolderKeyRing(ctx, folderID)
 	if errors.Is(err, db.ErrNotFound) {
-		return crypt.FolderKey{}, false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return crypt.FolderKey{}, false, err
+		return nil, false, err
 	}
-	return crypt.FolderKey(k), true, nil
+	ring := make([]crypt.FolderKey, len(r))
+	for i, k := range r {
+		ring[i] = crypt.FolderKey(k)
+	}
+	return ring, true, nil
+}
+
+// setFolderRing stores the folder's key ring and drops the keys derived
+// from the one before, so the next record or chunk sealed uses the new.
+func (b *Backup) setFolderRing(ctx context.Context, folderID string, ring []crypt.FolderKey) error {
+	r := make([][db.FolderKeySize]byte, len(ring))
+	for i, k := range ring {
+		r[i] = k
+	}
+	if err := b.db.SetFolderKeyRing(ctx, folderID, r); err != nil {
+		return err
+	}
+	s := b.share(folderID)
+	s.keysMu.Lock()
+	s.keysCache = nil
+	s.keysMu.Unlock()
+	// Records held back for want of a key are read again: the callers
+	// reload, which announces the cursors, and the receivers send from
+	// there.
+	s.mu.Lock()
+	for d := range s.lacking {
+		delete(s.recvErrs, d)
+	}
+	s.lacking = nil
+	s.mu.Unlock()
+	return nil
 }
 
 // keys returns the folder's derived keys, or nil if the folder has no key
@@ -53,7 +84,7 @@ func (b *Backup) keys(ctx context.Context, folderID string) *crypt.Keys {
 	if s.keysCache != nil {
 		return s.keysCache
 	}
-	k, ok, err := b.folderKey(ctx, folderID)
+	ring, ok, err := b.folderRing(ctx, folderID)
 	if err != nil {
 		b.log.Error("reading folder key", "folder", folderID, "err", err)
 		return nil
@@ -61,7 +92,7 @@ func (b *Backup) keys(ctx context.Context, folderID string) *crypt.Keys {
 	if !ok {
 		return nil
 	}
-	keys, err := crypt.DeriveKeys(k)
+	keys, err := crypt.DeriveRing(ring)
 	if err != nil {
 		b.log.Error("deriving folder keys", "folder", folderID, "err", err)
 		return nil

@@ -139,11 +139,26 @@ func (u *upload) lookup(id crypt.ChunkID) (blockRef, bool) {
 	return ref, ok
 }
 
+// current returns the folder's keys as they are now: after a rotation
+// (RotateKey, or a ring taken from a receiver) the next record or chunk is
+// sealed with the new key. Chunk IDs never change with it.
+func (u *upload) current() *crypt.Keys {
+	if k := u.b.keys(context.Background(), u.f.ID()); k != nil {
+		return k
+	}
+	return u.keys
+}
+
 // seal turns local records into sealed records, registering their chunks.
 // cp, if not nil, goes into the last record that is not a deletion (or the
 // last record): a deletion's record may go from the receiver with every
 // version of its file once it expires, and its checkpoint with it.
 func (u *upload) seal(recs []index.Record, pol uint64, cp *sealed.Checkpoint) ([]*protocol.SealedRecord, error) {
+	return u.sealWith(u.current(), recs, pol, cp)
+}
+
+// sealWith is seal under keys, which must be the keys cp was made with.
+func (u *upload) sealWith(keys *crypt.Keys, recs []index.Record, pol uint64, cp *sealed.Checkpoint) ([]*protocol.SealedRecord, error) {
 	out := make([]*protocol.SealedRecord, 0, len(recs))
 	carrier := len(recs) - 1
 	for i := len(recs) - 1; i >= 0; i-- {
@@ -160,7 +175,7 @@ func (u *upload) seal(recs []index.Record, pol uint64, cp *sealed.Checkpoint) ([
 		if i == carrier {
 			rcp = cp
 		}
-		sr, err := sealed.SealWith(u.keys, u.f.ID(), u.b.id, r, pol, rcp)
+		sr, err := sealed.SealWith(keys, u.f.ID(), u.b.id, r, pol, rcp)
 		if err != nil {
 			return nil, err
 		}
@@ -178,11 +193,11 @@ func (u *upload) seal(recs []index.Record, pol uint64, cp *sealed.Checkpoint) ([
 // last, or nil when the index has moved past last (the pass that sends the
 // rest carries one) or holds local-only records (see
 // index.Set.EachAnnounced).
-func (u *upload) checkpoint(last int64) *sealed.Checkpoint {
-	d := sealed.NewDigest(u.keys)
+func (u *upload) checkpoint(keys *crypt.Keys, last int64) *sealed.Checkpoint {
+	d := sealed.NewDigest(keys)
 	seq, ok := u.f.Index().EachAnnounced(func(r *index.Record) {
 		if !r.Deleted {
-			d.Add(u.keys.FileKey(r.Name), uint64(r.Sequence))
+			d.Add(keys.FileKey(r.Name), uint64(r.Sequence))
 		}
 	})
 	if !ok || seq != last {
@@ -207,12 +222,14 @@ func (u *upload) send(ctx context.Context, p *router.Peer, start int64) {
 		}
 		for len(recs) > 0 {
 			n := min(len(recs), maxSealedRecords)
-			// The pass's last message carries its checkpoint.
+			// The pass's last message carries its checkpoint, made and
+			// sealed with the same keys (a rotation may come between).
+			keys := u.current()
 			var cp *sealed.Checkpoint
 			if n == len(recs) {
-				cp = u.checkpoint(recs[n-1].Sequence)
+				cp = u.checkpoint(keys, recs[n-1].Sequence)
 			}
-			batch, err := u.seal(recs[:n], pol, cp)
+			batch, err := u.sealWith(keys, recs[:n], pol, cp)
 			if err != nil {
 				f.Log().Error("sealing records", "err", err)
 				return
@@ -226,7 +243,7 @@ func (u *upload) send(ctx context.Context, p *router.Peer, start int64) {
 				if size > maxSealedMessage && i > 0 {
 					batch, n = batch[:i], i
 					if cp != nil {
-						if batch, err = u.seal(recs[:n], pol, nil); err != nil {
+						if batch, err = u.sealWith(keys, recs[:n], pol, nil); err != nil {
 							f.Log().Error("sealing records", "err", err)
 							return
 						}
@@ -301,7 +318,7 @@ func (u *upload) sealedBody(ref blockRef, dst []byte) ([]byte, error) {
 	if chunk.HashOf(plain) != ref.hash {
 		return nil, protocol.ErrInvalidFile
 	}
-	_, body, err := u.keys.SealChunkTo(dst, plain, ref.hash, true)
+	_, body, err := u.current().SealChunkTo(dst, plain, ref.hash, true)
 	return body, err
 }
 
@@ -321,7 +338,7 @@ func (u *upload) inline(ctx context.Context, recs []index.Record) []*protocol.In
 			return out
 		}
 		for _, b := range r.Blocks {
-			id := u.keys.ChunkID(b.Hash)
+			id := u.keys.ChunkID(b.Hash) // the same under every generation
 			if b.Size > inlineChunk || seen[id] {
 				continue
 			}

@@ -71,8 +71,11 @@ func (c *collector) proofs() []Proof {
 		if cp == nil {
 			continue
 		}
-		d := sealed.NewDigest(c.keys)
 		p := Proof{Origin: origin, AsOf: cp.Time, Counter: cp.Counter, Files: cp.Files}
+		d, err := sealed.NewDigestAt(c.keys, cp.Gen)
+		if err != nil {
+			continue // opened, so the generation is known: cannot happen
+		}
 		for fk, ms := range o.marks {
 			var best *mark
 			for i := range ms {

@@ -172,14 +172,14 @@ func (s *session) folderKeys(ctx context.Context, password []byte) (*crypt.Keys,
 	case err != nil:
 		return nil, fmt.Errorf("fetching the folder key envelope: %w", err)
 	}
-	key, err := crypt.OpenEnvelope(env, password)
+	ring, err := crypt.OpenRing(env, password)
 	switch {
 	case errors.Is(err, crypt.ErrWrongPassword):
 		return nil, fmt.Errorf("folder %s: %w", s.opts.Folder, ErrWrongPassword)
 	case err != nil:
 		return nil, fmt.Errorf("folder %s: the receiver's key envelope: %w", s.opts.Folder, err)
 	}
-	keys, err := crypt.DeriveKeys(key)
+	keys, err := crypt.DeriveRing(ring)
 	if err != nil {
 		return nil, fmt.Errorf("folder %s: %w", s.opts.Folder, err)
 	}

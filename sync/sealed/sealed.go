@@ -196,7 +196,7 @@ func OpenAll(keys *crypt.Keys, folderID string, sr *protocol.SealedRecord) (Open
 			return Opened{}, ErrChunkList
 		}
 	}
-	cp, err := checkpointFromWire(p.GetCheckpoint(), h.Counter)
+	cp, err := checkpointFromWire(p.GetCheckpoint(), h.Counter, crypt.RecordGeneration(sr.GetSealed()))
 	if err != nil {
 		return Opened{}, err
 	}
