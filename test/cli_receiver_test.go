@@ -93,10 +93,7 @@ func TestCLIReceiver(t *testing.T) {
 		if res.code != 4 || !strings.Contains(res.stderr, "wrong password") {
 			t.Errorf("share with a wrong password: exit %d, stderr %q; want 4", res.code, res.stderr)
 		}
-		// Off a terminal, the wait for the key's sealing is one plain line.
-		if !strings.Contains(res.stderr, "sealing the folder key under the password ...\n") {
-			t.Errorf("share with a password said nothing of the wait: stderr %q", res.stderr)
-		}
+		assertOneLineError(t, res)
 		home := newDeviceFor(t, r, "docs")
 		dst := filepath.Join(t.TempDir(), "recovered")
 		res = run(t, home, recoverArgs(r, "docs", wrong, dst)...)

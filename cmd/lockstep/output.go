@@ -63,18 +63,34 @@ func bar(done, total int64, width int) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
+// plainWaitAfter is how long a wait goes on off a terminal before it is
+// said, and how often it is said again: a short one leaves stderr to the
+// one line of an error, a long one is not mistaken for a hang.
+var plainWaitAfter = 2 * time.Second
+
 // waiting says on w that something slow with no measure of its own is
-// under way: on a terminal a line with the time so far, redrawn until stop
-// is called; otherwise one line at the start.
+// under way, until stop is called: on a terminal a line with the time so
+// far, redrawn in place and cleared at the end; otherwise a plain line
+// once it has taken plainWaitAfter, and again every 5 times that.
 func waiting(w io.Writer, what string) (stop func()) {
-	if !isTerminal(w) {
-		fmt.Fprintln(w, what+" ...")
-		return func() {}
-	}
 	start := time.Now()
 	done, finished := make(chan struct{}), make(chan struct{})
+	terminal := isTerminal(w)
 	go func() {
 		defer close(finished)
+		if !terminal {
+			next := time.NewTimer(plainWaitAfter)
+			defer next.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-next.C:
+					fmt.Fprintf(w, "%s ... (%.0fs)\n", what, time.Since(start).Seconds())
+					next.Reset(5 * plainWaitAfter)
+				}
+			}
+		}
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		spin := `|/-\`

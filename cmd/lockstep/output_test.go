@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"lockstep/crypt"
 	"lockstep/sync/backup"
@@ -31,15 +34,42 @@ func TestBar(t *testing.T) {
 	}
 }
 
-// TestWaitingPlain: off a terminal, something slow is said once, on one
-// line a log can keep, with no cursor movement.
+// TestWaitingPlain: off a terminal, a short wait says nothing (stderr
+// stays the one line of an error); a long one is said on plain lines a
+// log can keep, with no cursor movement.
 func TestWaitingPlain(t *testing.T) {
-	var b bytes.Buffer
-	stop := waiting(&b, "sharing docs")
-	stop()
-	if b.String() != "sharing docs ...\n" {
-		t.Fatalf("waiting wrote %q", b.String())
+	defer func(d time.Duration) { plainWaitAfter = d }(plainWaitAfter)
+	plainWaitAfter = 50 * time.Millisecond
+	var b syncBuffer
+	waiting(&b, "sharing docs")()
+	if b.String() != "" {
+		t.Fatalf("a short wait wrote %q", b.String())
 	}
+	stop := waiting(&b, "sharing docs")
+	time.Sleep(400 * time.Millisecond)
+	stop()
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 || lines[0] != "sharing docs ... (0s)" || !strings.HasPrefix(lines[1], "sharing docs ... (0s)") || strings.ContainsAny(b.String(), "\r\x1b") {
+		t.Fatalf("a long wait wrote %q; want a line after 50 ms and again after 250 ms", b.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writing goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestExitCode(t *testing.T) {
