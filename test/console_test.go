@@ -610,6 +610,36 @@ func TestConsoleManage(t *testing.T) {
 		t.Errorf("pending after ignoring: %s", p.Devices)
 	}
 
+	// Another device knocks and is accepted, named and untrusted, from
+	// the form; it then connects.
+	r := startNode(t, "r")
+	r.cli("device", "add", a.ID, "--address", a.Listen)
+	pendingR := `li[data-pending-device="` + r.ID + `"]`
+	ca.visit("/devices", pendingR)
+	if !get(ca, "the trusted choice", chromedp.Evaluate[bool](`document.querySelector(`+strconv.Quote(pendingR+" input.accept-trusted")+`).checked`)) {
+		t.Error("accepting does not start from trusted")
+	}
+	ca.run("choosing untrusted", chromedp.Click(chromedp.CSS(pendingR+" input.accept-untrusted")))
+	ca.submit("accepting r", map[string]string{pendingR + " input.accept-name": "backup box"}, pendingR+" button.accept", "#flash")
+	if got := ca.text("#flash"); got != "Accepted device backup box as untrusted." {
+		t.Fatalf("accepting: %q", got)
+	}
+	var devs []web.DeviceStatus
+	a.get("/rest/devices", &devs)
+	found := false
+	for _, d := range devs {
+		if d.ID == r.ID {
+			found = true
+			if d.Name != "backup box" || !d.Untrusted {
+				t.Errorf("accepted as %+v", d)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("r is not a known device after accepting: %+v", devs)
+	}
+	ca.waitConnected(r.ID)
+
 	// Remove a known device after the confirm step.
 	a.cli("device", "add", b.ID, "--name", "old laptop")
 	row := `tr[data-device="` + b.ID + `"]`
