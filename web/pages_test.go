@@ -391,3 +391,41 @@ func TestFormFlashes(t *testing.T) {
 		t.Errorf("the disconnected device shows no last seen: %s", r)
 	}
 }
+
+// TestPanelRequestWithoutSession: a page's own request without a live
+// session gets 401 and HX-Redirect to the login page (to setup before
+// the first run), a page load a redirect; /fragments/alive answers 204
+// while the session lives.
+func TestPanelRequestWithoutSession(t *testing.T) {
+	ls := startServer(t, nil, fakeEngine{}, nil)
+	ask := func(c *http.Client, path string, panel bool) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, ls.base+path, nil)
+		if panel {
+			req.Header.Set("HX-Request", "true")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	anon := browser(t)
+	if resp := ask(anon, "/fragments/devices", true); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("HX-Redirect") != "/setup" {
+		t.Errorf("before setup: %s, HX-Redirect %q", resp.Status, resp.Header.Get("HX-Redirect"))
+	}
+	c := setUp(t, ls.base)
+	if resp := ask(c, "/fragments/alive", true); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("alive with a session: %s", resp.Status)
+	}
+	ls.sessions.removeAll()
+	for _, p := range []string{"/fragments/devices", "/fragments/folders", "/fragments/alive"} {
+		if resp := ask(c, p, true); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("HX-Redirect") != "/login" {
+			t.Errorf("%s after the session ended: %s, HX-Redirect %q", p, resp.Status, resp.Header.Get("HX-Redirect"))
+		}
+	}
+	if resp := ask(c, "/devices", false); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Errorf("a page load after the session ended: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+}
