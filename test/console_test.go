@@ -725,6 +725,16 @@ func TestConsoleSettingsReceiver(t *testing.T) {
 		t.Errorf("versioning after the form: %q", got)
 	}
 	cd.screenshot("settings")
+	// On d the receiver's newest version of x.txt is the file as it is
+	// now, the older one is not.
+	testutil.Eventually(t, converge, "d's versions page to list r's two versions of x.txt", func() bool {
+		cd.visit("/folders/docs/versions?path=x.txt", "#version-path")
+		return cd.count("#versions tr.version") == 2
+	})
+	marks := get(cd, "the current marks", chromedp.Evaluate[[]bool](`Array.from(document.querySelectorAll("#versions tr.version")).map(e => e.classList.contains("is-current"))`))
+	if len(marks) != 2 || !marks[0] || marks[1] {
+		t.Errorf("r's versions of x.txt, newest first, marked current: %v, want [true false]\n%s", marks, cd.dump())
+	}
 
 	cr := openConsole(t, browser, r)
 	cr.setUp()

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lockstep/storage/db"
+	"lockstep/sync/index"
 	"lockstep/sync/versions"
 )
 
@@ -61,6 +62,9 @@ type currentFile struct {
 	ModTime time.Time
 	Deleted bool
 	Hash    string
+	// ContentID is index.ContentID of its chunks as this device has
+	// indexed them.
+	ContentID string
 }
 
 // maxHashed bounds the files the versions page reads to hash: a larger
@@ -168,6 +172,8 @@ func (s *Server) fillVersions(c echo.Context, f db.Folder, p *versionsPage) erro
 		p.Current = &currentFile{Size: rec.Size, ModTime: rec.ModTime, Deleted: rec.Deleted}
 		if !rec.Deleted {
 			p.Current.Hash = fileHash(filepath.Join(f.Path, filepath.FromSlash(p.Path)))
+			// A receiver's versions are compared by their chunks.
+			p.Current.ContentID, _ = index.ContentIDOf(rec)
 		}
 	case !errors.Is(err, db.ErrNotFound):
 		return err
@@ -203,6 +209,7 @@ func (s *Server) fillVersions(c echo.Context, f db.Folder, p *versionsPage) erro
 		}
 		if id := v.ContentID(); id != "" {
 			r.Hash = id[:shortHash]
+			r.Current = p.Current != nil && id == p.Current.ContentID
 		}
 		p.Versions = append(p.Versions, r)
 	}

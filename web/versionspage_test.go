@@ -326,7 +326,9 @@ func TestVersionsPageTellsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := database.PutFiles(ctx, "docs", db.LocalDevice, []db.FileRecord{
-		{Name: "report.txt", Type: db.TypeFile, Size: 3, ModTime: at, Sequence: 1},
+		// One chunk of 3 bytes: another content than the receiver's
+		// version, which has none here.
+		{Name: "report.txt", Type: db.TypeFile, Size: 3, ModTime: at, Sequence: 1, Chunks: append([]byte{1, 3}, make([]byte, 32)...)},
 		{Name: "sub", Type: db.TypeDir, ModTime: at, Sequence: 2},
 		{Name: "gone.txt", Type: db.TypeFile, ModTime: at, Deleted: true, Sequence: 3},
 	}); err != nil {
@@ -339,7 +341,7 @@ func TestVersionsPageTellsApart(t *testing.T) {
 		`id="current-file"`, `<code class="hash" title="SHA-256 of the content">` + sum("now") + `</code></td><td data-label="Where"><strong>current</strong>`,
 		`class="version is-current" data-version="report~20261204-033001.txt"`, sum("now") + `</code> <strong class="current-mark">= current</strong>`,
 		`class="version" data-version="report~20261204-033001-2.txt"`, sum("then") + `</code></td>`,
-		`<td class="source" data-label="Where">vps-backup</td>`,
+		`<td class="source" data-label="Where">vps-backup</td>`, `class="version" data-version="ab-1"`,
 		`href="/folders/docs/versions/restore?path=report.txt&amp;version=report~20261204-033001-2.txt" class="restore"`,
 	} {
 		if !strings.Contains(body, want) {

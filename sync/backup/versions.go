@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -107,18 +106,14 @@ func (b *Backup) ReceiverVersions(ctx context.Context, folderID, name string) ([
 	return out, nil
 }
 
-// ContentID identifies the version's content: the SHA-256 of its chunks'
-// hashes in order, in hex. Two versions with the same content have the
+// ContentID identifies the version's content as index.ContentID does:
+// the SHA-256 of its chunks' hashes in order, in hex. Two versions with the same content have the
 // same ID, on any receiver; a deletion has none.
 func (v ReceiverVersion) ContentID() string {
 	if v.Deleted {
 		return ""
 	}
-	h := sha256.New()
-	for _, b := range v.rec.Blocks {
-		h.Write(b.Hash[:])
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return index.ContentID(v.rec.Blocks)
 }
 
 // IsReceiverVersion reports whether a version ID names a receiver's
