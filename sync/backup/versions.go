@@ -107,8 +107,9 @@ func (b *Backup) ReceiverVersions(ctx context.Context, folderID, name string) ([
 }
 
 // ContentID identifies the version's content as index.ContentID does:
-// the SHA-256 of its chunks' hashes in order, in hex. Two versions with the same content have the
-// same ID, on any receiver; a deletion has none.
+// the SHA-256 of its chunks' hashes in order, in hex. Two versions with
+// the same content have the same ID, on any receiver; a deletion has
+// none.
 func (v ReceiverVersion) ContentID() string {
 	if v.Deleted {
 		return ""
