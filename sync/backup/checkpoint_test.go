@@ -1,7 +1,9 @@
 package backup
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"testing"
 
 	"lockstep/crypt"
@@ -44,6 +46,10 @@ func TestUploadCheckpoint(t *testing.T) {
 		t.Fatal("a checkpoint for a sequence the index has moved past")
 	}
 
+	// As a pass sends them: in sequence order, the deletion last.
+	recs = set.LocalSince(0)
+	slices.SortFunc(recs, func(a, b index.Record) int { return cmp.Compare(b2i(a.Deleted), b2i(b.Deleted)) })
+	carrier := 1
 	out, err := u.seal(recs, 0, cp)
 	if err != nil {
 		t.Fatal(err)
@@ -53,10 +59,17 @@ func TestUploadCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if carries := o.Checkpoint != nil; carries != (i == 1) {
+		if carries := o.Checkpoint != nil; carries != (i == carrier) {
 			t.Errorf("record %d (%s, deleted %v) carries a checkpoint: %v", i, o.Record.Name, o.Record.Deleted, carries)
 		}
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // BenchmarkUploadCheckpoint: the checkpoint of a 100,000-file folder,

@@ -127,9 +127,13 @@ func TestPreseal(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d inline chunks, want 2", len(got))
 	}
-	for i, data := range [][]byte{a, b} {
-		if plain, err := keys.OpenBlockTo(nil, chunk.HashOf(data), got[i].GetBody()); err != nil || !bytes.Equal(plain, data) {
-			t.Fatalf("inline chunk %d does not open to %q: %v", i, data, err)
+	byID := map[crypt.ChunkID][]byte{}
+	for _, c := range got {
+		byID[crypt.ChunkID(c.GetId())] = c.GetBody()
+	}
+	for _, data := range [][]byte{a, b} {
+		if plain, err := keys.OpenBlockTo(nil, chunk.HashOf(data), byID[keys.ChunkID(chunk.HashOf(data))]); err != nil || !bytes.Equal(plain, data) {
+			t.Fatalf("the inline chunk of %q does not open to it: %v", data, err)
 		}
 	}
 	if n.b.share("f").presealed.take(keys.ChunkID(chunk.HashOf(a))) != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -219,11 +220,15 @@ func (s *Set) LocalSequence() int64 {
 }
 
 // UpdateLocal stores new local records, giving each the next sequence
-// number, and returns them as stored.
+// number, and returns them as stored. Records of distinct names get their
+// sequences in random order: sequences are the counters an untrusted
+// receiver sees, and in the order given (a scan's walk, a pull's plan)
+// they would tell it the folder's tree.
 func (s *Set) UpdateLocal(ctx context.Context, recs []Record) ([]Record, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
+	recs = shuffled(recs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Record, len(recs))
@@ -246,6 +251,21 @@ func (s *Set) UpdateLocal(ctx context.Context, recs []Record) ([]Record, error) 
 		}
 	})
 	return out, nil
+}
+
+// shuffled returns recs in random order, or as they are if a name comes
+// twice (then the later must win).
+func shuffled(recs []Record) []Record {
+	seen := make(map[string]struct{}, len(recs))
+	for i := range recs {
+		if _, dup := seen[recs[i].Name]; dup {
+			return recs
+		}
+		seen[recs[i].Name] = struct{}{}
+	}
+	out := slices.Clone(recs)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 // UpdateRemote stores a peer's records. The peer's sequences are kept as

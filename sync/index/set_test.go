@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -173,8 +174,10 @@ func TestCompletion(t *testing.T) {
 func TestRenumberSurvivesReload(t *testing.T) {
 	ctx := context.Background()
 	d, s := openSet(t)
-	if _, err := s.UpdateLocal(ctx, []Record{{Name: "a", Version: Vector{{10, 1}}}, {Name: "b", Version: Vector{{10, 1}}}}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.UpdateLocal(ctx, []Record{{Name: name, Version: Vector{{10, 1}}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Renumber(ctx, 100); err != nil {
 		t.Fatal(err)
@@ -229,8 +232,10 @@ func TestEachAnnounced(t *testing.T) {
 	ctx := context.Background()
 	_, s := openSet(t)
 	v := Vector{{1, 1}}
-	if _, err := s.UpdateLocal(ctx, []Record{{Name: "a", Version: v}, {Name: "b", Version: v, Deleted: true}, {Name: "c", Version: v}}); err != nil {
-		t.Fatal(err)
+	for _, r := range []Record{{Name: "a", Version: v}, {Name: "b", Version: v, Deleted: true}, {Name: "c", Version: v}} {
+		if _, err := s.UpdateLocal(ctx, []Record{r}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := s.UpdateLocal(ctx, []Record{{Name: "a", Version: Vector{{1, 2}}}}); err != nil {
 		t.Fatal(err)
@@ -245,5 +250,39 @@ func TestEachAnnounced(t *testing.T) {
 	}
 	if _, ok := s.EachAnnounced(func(*Record) {}); ok {
 		t.Fatal("EachAnnounced is ok with a local-only record")
+	}
+}
+
+// TestUpdateLocalShuffles: sequences do not follow the order records are
+// given in (a receiver sees them as counters), except where a name comes
+// twice and the later record must win.
+func TestUpdateLocalShuffles(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	v := Vector{{1, 1}}
+	recs := make([]Record, 200)
+	for i := range recs {
+		recs[i] = Record{Name: fmt.Sprintf("d/%03d", i), Version: v}
+	}
+	if _, err := s.UpdateLocal(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	inOrder := true
+	for i := 1; i < len(recs); i++ {
+		a, _ := s.Local(recs[i-1].Name)
+		b, _ := s.Local(recs[i].Name)
+		inOrder = inOrder && a.Sequence < b.Sequence
+	}
+	if inOrder {
+		t.Fatal("sequences follow the order the records came in")
+	}
+	if got := s.LocalSequence(); got != 200 {
+		t.Fatalf("local sequence %d, want 200", got)
+	}
+	if _, err := s.UpdateLocal(ctx, []Record{{Name: "x", Version: v, Size: 1}, {Name: "x", Version: Vector{{1, 2}}, Size: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Local("x"); r.Size != 2 {
+		t.Fatalf("the earlier of two records of one name won: %+v", r)
 	}
 }
