@@ -63,7 +63,7 @@ func TestRecoverRefusesWithheldRecords(t *testing.T) {
 	home := newDeviceFor(t, r, "docs")
 	dst := filepath.Join(t.TempDir(), "withheld")
 	res = run(t, home, recoverArgs(r, "docs", pw, dst)...)
-	if res.code == 0 || !strings.Contains(res.stderr, "missing records") {
+	if res.code != 4 || !strings.Contains(res.stderr, "missing records") {
 		t.Fatalf("recover of a log with records withheld: exit %d, stderr %q", res.code, res.stderr)
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
@@ -71,8 +71,8 @@ func TestRecoverRefusesWithheldRecords(t *testing.T) {
 	}
 
 	res = run(t, home, append(recoverArgs(r, "docs", pw, dst), "--accept-incomplete")...)
-	if res.code == 0 {
-		t.Fatalf("recover --accept-incomplete exited 0; stderr %q", res.stderr)
+	if res.code != 4 {
+		t.Fatalf("recover --accept-incomplete exited %d, want 4; stderr %q", res.code, res.stderr)
 	}
 	got := snapshot(t, dst)
 	if len(got) != 7 {

@@ -66,7 +66,7 @@ func exitCode(err error) int {
 	case errors.Is(err, errNoDaemon), errors.Is(err, web.ErrUnreachable):
 		return exitNoDaemon
 	case errors.As(err, &apiErr) && apiErr.Kind == web.KindVerification,
-		errors.Is(err, restore.ErrDamaged),
+		errors.Is(err, restore.ErrDamaged), errors.Is(err, restore.ErrIncomplete),
 		web.VerificationFailed(err):
 		return exitVerification
 	}

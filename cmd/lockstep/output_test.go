@@ -88,6 +88,7 @@ func TestExitCode(t *testing.T) {
 		{&web.APIError{Code: 404, Message: `no folder "x"`}, exitError},
 		{fmt.Errorf("recovering: %w", restore.ErrWrongPassword), exitVerification},
 		{fmt.Errorf("%w: 2 files", restore.ErrDamaged), exitVerification},
+		{fmt.Errorf("%w: device X", restore.ErrIncomplete), exitVerification},
 		{fmt.Errorf("chunk: %w", crypt.ErrAuth), exitVerification},
 		{fmt.Errorf("%w: receiver serves less", backup.ErrRollback), exitVerification},
 		{restore.ErrNotShared, exitError},
