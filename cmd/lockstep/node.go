@@ -41,7 +41,10 @@ type nodeOptions struct {
 	FolderRoot string
 	Store      storeOptions
 	Find       findOptions
-	Logger     *slog.Logger
+	// NoSealCompression: chunks for receivers are not compressed
+	// (backup.Options.NoCompression).
+	NoSealCompression bool
+	Logger            *slog.Logger
 	// Ready, if set, is called once the node listens and serve.json is
 	// written.
 	Ready func(home.ServeInfo)
@@ -125,7 +128,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	}
 	rt := router.New(id.ID, database, log, bus)
 	eng := engine.New(id.ID, database, log, engine.Options{Net: rt, Events: bus})
-	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{})
+	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{NoCompression: opts.NoSealCompression})
 	eng.SetSealed(bk)
 	rt.Handle(eng, bk, receiverConns{recv})
 	reg := &registry{db: database, self: id.ID, events: bus}

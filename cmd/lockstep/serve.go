@@ -22,6 +22,7 @@ func newServe(g *globals) *cobra.Command {
 		store    storeOptions
 		find     findOptions
 		noLocal  bool
+		noZstd   bool
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -51,7 +52,7 @@ func newServe(g *globals) *cobra.Command {
 				}
 			}
 			find.LocalDiscovery = !noLocal
-			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, GUIHosts: guiHosts, Logger: log, Store: store, Find: find}
+			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, GUIHosts: guiHosts, Logger: log, Store: store, Find: find, NoSealCompression: noZstd}
 			if noGUI {
 				opts.GUI = ""
 			}
@@ -68,6 +69,7 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().StringVar(&store.S3Prefix, "s3-prefix", "", "a prefix for object names in the bucket")
 	c.Flags().BoolVar(&store.S3Insecure, "s3-insecure", false, "talk to S3 over plain HTTP")
 	c.Flags().BoolVar(&noLocal, "no-local-discovery", false, "neither announce this device on the LAN nor listen for others")
+	c.Flags().BoolVar(&noZstd, "no-seal-compression", false, "send chunks to untrusted receivers uncompressed: more to store, but their sizes no longer say how compressible your files are")
 	c.Flags().StringArrayVar(&find.DiscoveryServers, "discovery-server", nil, "a global discovery service to announce to and look devices up at, https://HOST:PORT/?id=ID (repeatable)")
 	c.Flags().StringArrayVar(&find.RelayServers, "relay-server", nil, "a relay to be reachable through, relay://HOST:PORT/?id=ID (repeatable)")
 	c.Flags().BoolVar(&find.Discovery, "discovery", false, "run a global discovery service")

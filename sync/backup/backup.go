@@ -97,6 +97,12 @@ type Options struct {
 	// Workers bounds the files a restore from receivers writes at once
 	// (default 16).
 	Workers int
+	// NoCompression seals chunks for receivers without compressing them.
+	// Compression saves their storage and upload, but a sealed chunk's
+	// size then says how compressible it is (a text file from a random
+	// one of the same size); without it a receiver learns each chunk's
+	// size class only.
+	NoCompression bool
 }
 
 // Backup runs the sending side of a node's encrypted shares. Safe for

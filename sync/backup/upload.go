@@ -318,7 +318,7 @@ func (u *upload) sealedBody(ref blockRef, dst []byte) ([]byte, error) {
 	if chunk.HashOf(plain) != ref.hash {
 		return nil, protocol.ErrInvalidFile
 	}
-	_, body, err := u.current().SealChunkTo(dst, plain, ref.hash, true)
+	_, body, err := u.current().SealChunkTo(dst, plain, ref.hash, !u.b.opts.NoCompression)
 	return body, err
 }
 

@@ -227,3 +227,32 @@ func TestReceiverReasonShown(t *testing.T) {
 		t.Fatalf("still reported after an ack: %q", e)
 	}
 }
+
+// TestNoCompression: by default a compressible chunk goes to receivers
+// compressed; with Options.NoCompression its sealed size is that of its
+// plaintext's size class, whatever its content.
+func TestNoCompression(t *testing.T) {
+	n := startForkNode(t)
+	keys := testKeys(t, 1)
+	text := bytes.Repeat([]byte("very compressible text "), 2000)
+	if err := os.WriteFile(filepath.Join(n.dir, "t.txt"), text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := blockRef{name: "t.txt", size: uint32(len(text)), hash: chunk.HashOf(text)}
+	u := n.b.newUpload(n.f, keys, crypt.DeviceID{4})
+	small, err := u.sealedBody(ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.b.opts.NoCompression = true
+	plain, err := u.sealedBody(ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(small) >= len(text)/4 || len(plain) != crypt.SealedChunkLen(len(text)) {
+		t.Fatalf("sealed %d bytes compressed, %d not (want %d); plaintext %d", len(small), len(plain), crypt.SealedChunkLen(len(text)), len(text))
+	}
+	if got, err := keys.OpenBlockTo(nil, ref.hash, plain); err != nil || !bytes.Equal(got, text) {
+		t.Fatalf("the uncompressed body does not open: %v", err)
+	}
+}
