@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,12 +26,14 @@ func newFolder(g *globals) *cobra.Command {
 			"  lockstep folder list --json",
 	}
 	var label, typ, passwordFile, newPasswordFile string
-	var rotateKey bool
+	var rotateKey, wait bool
 	add := &cobra.Command{
 		Use:   "add ID PATH",
 		Short: "Add a folder (PATH is created if missing)",
 		Example: "  lockstep folder add docs ~/Documents\n" +
 			"  lockstep folder add photos /srv/photos --label Photos --type sendonly\n" +
+			"  # and wait for its first scan, showing its progress\n" +
+			"  lockstep folder add music ~/Music --wait\n" +
 			"  # on a receiver: a folder it holds encrypted for others\n" +
 			"  lockstep folder add docs /srv/lockstep/docs --type encrypted",
 		Args: cobra.ExactArgs(2),
@@ -46,10 +51,16 @@ func newFolder(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodPost, "/rest/folders", req, &out); err != nil {
 				return err
 			}
+			if wait && out.Type != "encrypted" {
+				if out, err = waitScanned(c.Context(), cl, c.ErrOrStderr(), args[0]); err != nil {
+					return err
+				}
+			}
 			return emit(c, out, func(w io.Writer) { fmt.Fprintln(w, "added folder", args[0], "at", path) })
 		},
 	}
 	add.Flags().StringVar(&label, "label", "", "a label for the folder")
+	add.Flags().BoolVar(&wait, "wait", false, "wait for the folder's first scan, showing its progress")
 	add.Flags().StringVar(&typ, "type", "sendreceive", "sendreceive, sendonly, receiveonly or encrypted")
 	completeFlag(add, "type", "sendreceive", "sendonly", "receiveonly", "encrypted")
 	add.ValidArgsFunction = func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
@@ -219,4 +230,51 @@ func readPassword(path string) (string, error) {
 		return "", fmt.Errorf("password file %s is empty", path)
 	}
 	return pw, nil
+}
+
+// scanPoll is how often waitScanned asks how a first scan goes.
+const scanPoll = 250 * time.Millisecond
+
+// waitScanned waits until folder id has finished its first scan (its state
+// is set: it has none before), saying on w how far it got: redrawn in
+// place on a terminal, a line every few seconds otherwise.
+func waitScanned(ctx context.Context, cl *web.Client, w io.Writer, id string) (web.FolderStatus, error) {
+	terminal := isTerminal(w)
+	var last time.Time
+	line := func(verb string, f web.FolderStatus) string {
+		return fmt.Sprintf("%s %s: %d files, %d directories, %s", verb, id, f.LocalFiles, f.LocalDirectories, mib(f.LocalBytes))
+	}
+	for {
+		var fs []web.FolderStatus
+		if err := cl.Do(ctx, http.MethodGet, "/rest/folders", nil, &fs); err != nil {
+			return web.FolderStatus{}, err
+		}
+		i := slices.IndexFunc(fs, func(f web.FolderStatus) bool { return f.ID == id })
+		if i < 0 {
+			return web.FolderStatus{}, fmt.Errorf("folder %s went away while it was scanned", id)
+		}
+		f := fs[i]
+		if f.State != "" && f.State != "scanning" {
+			if terminal {
+				fmt.Fprintf(w, "\r%s\x1b[K\n", line("scanned", f))
+			} else {
+				fmt.Fprintln(w, line("scanned", f))
+			}
+			return f, nil
+		}
+		switch {
+		case terminal:
+			fmt.Fprintf(w, "\r%s\x1b[K", line("scanning", f))
+		case time.Since(last) >= plainWaitAfter:
+			if !last.IsZero() {
+				fmt.Fprintln(w, line("scanning", f))
+			}
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return web.FolderStatus{}, ctx.Err()
+		case <-time.After(scanPoll):
+		}
+	}
 }
