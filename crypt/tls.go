@@ -14,7 +14,12 @@ const ALPN = "lockstep/1"
 // server that is not the expected device. The server learns the unknown
 // client's ID from it (errors.As on the error of HandshakeContext) to record
 // the device as pending.
-type UnknownDeviceError struct{ ID DeviceID }
+type UnknownDeviceError struct {
+	ID DeviceID
+	// Name is the name the device's certificate gives it (its common
+	// name): the device's own word, unchecked, for showing to a person.
+	Name string
+}
 
 func (e *UnknownDeviceError) Error() string {
 	return "unknown device " + e.ID.String()
@@ -39,7 +44,7 @@ func ServerTLSConfig(id *Identity, trusted func(DeviceID) bool) *tls.Config {
 			}
 			peer := DeviceIDFromCert(cs.PeerCertificates[0])
 			if !trusted(peer) {
-				return &UnknownDeviceError{ID: peer}
+				return &UnknownDeviceError{ID: peer, Name: cs.PeerCertificates[0].Subject.CommonName}
 			}
 			return nil
 		},

@@ -197,13 +197,17 @@ func TestPairingAndPending(t *testing.T) {
 	c.cli("device", "add", a.ID, "--address", a.Listen)
 	var pending struct {
 		Devices []struct {
-			ID string `json:"id"`
+			ID   string `json:"id"`
+			Name string `json:"name"`
 		} `json:"devices"`
 	}
 	testutil.Eventually(t, 20*time.Second, "c to be pending on a", func() bool {
 		a.get("/rest/pending", &pending)
 		return len(pending.Devices) == 1 && pending.Devices[0].ID == c.ID
 	})
+	if pending.Devices[0].Name != "c" {
+		t.Errorf("c is pending on a as %q, want the name it gave itself", pending.Devices[0].Name)
+	}
 	if c.connectedTo(a.ID) || a.connectedTo(c.ID) {
 		t.Fatal("an unknown device got a connection")
 	}

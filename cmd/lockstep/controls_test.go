@@ -36,17 +36,17 @@ func TestRegistryPausedDevice(t *testing.T) {
 	if len(peers) != 1 || peers[0].ID != active {
 		t.Errorf("Peers = %+v, want only the active device", peers)
 	}
-	if err := r.Pending(ctx, paused, "127.0.0.1:1"); err != nil {
+	if err := r.Pending(ctx, paused, "p", "127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Pending(ctx, unknown, "127.0.0.1:2"); err != nil {
+	if err := r.Pending(ctx, unknown, "laptop-b\x1b[2J", "127.0.0.1:2"); err != nil {
 		t.Fatal(err)
 	}
 	pend, err := d.PendingDevices(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pend) != 1 || pend[0].ID != unknown.String() {
-		t.Errorf("pending = %+v, want only the unknown device", pend)
+	if len(pend) != 1 || pend[0].ID != unknown.String() || pend[0].Name != "laptop-b[2J" {
+		t.Errorf("pending = %+v, want only the unknown device, named as its certificate says without control characters", pend)
 	}
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
@@ -40,7 +43,7 @@ func (r *registry) Peers(ctx context.Context) ([]connections.Peer, error) {
 	return out, nil
 }
 
-func (r *registry) Pending(ctx context.Context, id crypt.DeviceID, addr string) error {
+func (r *registry) Pending(ctx context.Context, id crypt.DeviceID, name, addr string) error {
 	if _, err := r.db.Device(ctx, id.String()); err == nil {
 		// A paused device, refused: it is known, not pending.
 		return nil
@@ -48,7 +51,8 @@ func (r *registry) Pending(ctx context.Context, id crypt.DeviceID, addr string) 
 		return err
 	}
 	now := time.Now()
-	if err := r.db.AddPendingDevice(ctx, db.PendingDevice{ID: id.String(), Address: addr, FirstSeen: now, LastSeen: now}); err != nil {
+	p := db.PendingDevice{ID: id.String(), Name: announcedName(name), Address: addr, FirstSeen: now, LastSeen: now}
+	if err := r.db.AddPendingDevice(ctx, p); err != nil {
 		return err
 	}
 	r.events.Publish(events.PendingChanged{Device: id.String()})
@@ -62,4 +66,26 @@ func (r *registry) Seen(ctx context.Context, id crypt.DeviceID, t time.Time) err
 		return nil
 	}
 	return err
+}
+
+// maxAnnouncedName bounds the name kept of a pending device.
+const maxAnnouncedName = 64
+
+// announcedName makes the name a device's certificate gives it fit to
+// show: valid UTF-8, no control or format characters, at most maxAnnouncedName
+// bytes (cut at a character). It comes from whoever connected.
+func announcedName(name string) string {
+	name = strings.Map(func(r rune) rune {
+		// Format characters too: a right-to-left override would show the
+		// name reversed, and the rest of a line with it.
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(name, ""))
+	for len(name) > maxAnnouncedName {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	return strings.TrimSpace(name)
 }

@@ -73,7 +73,7 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 		tc.Close()
 		var unknown *crypt.UnknownDeviceError
 		if errors.As(err, &unknown) {
-			s.recordUnknown(ctx, unknown.ID, src, raw.RemoteAddr().String())
+			s.recordUnknown(ctx, unknown.ID, unknown.Name, src, raw.RemoteAddr().String())
 			return
 		}
 		if ok, skipped, closed := s.limits.logFailed(time.Now(), false); ok {
@@ -103,11 +103,11 @@ func (s *Service) handshakeIncoming(ctx context.Context, raw net.Conn, cfg *tls.
 
 // recordUnknown records an unknown device's attempt from src (at addr) as
 // pending, within the limits, and logs it, at most one line per logEvery.
-func (s *Service) recordUnknown(ctx context.Context, id crypt.DeviceID, src netip.Prefix, addr string) {
+func (s *Service) recordUnknown(ctx context.Context, id crypt.DeviceID, name string, src netip.Prefix, addr string) {
 	now := time.Now()
 	recorded := s.limits.recordPending(src, now)
 	if recorded {
-		if err := s.cfg.Registry.Pending(ctx, id, addr); err != nil {
+		if err := s.cfg.Registry.Pending(ctx, id, name, addr); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("recording pending device", "err", err)
 			}

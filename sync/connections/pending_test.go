@@ -48,7 +48,7 @@ func (r *dbRegistry) Peers(ctx context.Context) ([]Peer, error) {
 	return out, nil
 }
 
-func (r *dbRegistry) Pending(ctx context.Context, id crypt.DeviceID, addr string) error {
+func (r *dbRegistry) Pending(ctx context.Context, id crypt.DeviceID, _, addr string) error {
 	r.recorded.Add(1)
 	now := time.Now()
 	return r.db.AddPendingDevice(ctx, db.PendingDevice{ID: id.String(), Address: addr, FirstSeen: now, LastSeen: now})

@@ -51,9 +51,10 @@ type Handler interface {
 type Registry interface {
 	// Peers lists the trusted devices with the addresses to dial for them.
 	Peers(ctx context.Context) ([]Peer, error)
-	// Pending records a device that tried to connect but is not trusted.
+	// Pending records a device that tried to connect but is not trusted,
+	// with the name its certificate gives it (unchecked, maybe hostile).
 	// The service calls it within its limits, not for every attempt.
-	Pending(ctx context.Context, id crypt.DeviceID, addr string) error
+	Pending(ctx context.Context, id crypt.DeviceID, name, addr string) error
 	// Seen records that a device was connected at t.
 	Seen(ctx context.Context, id crypt.DeviceID, t time.Time) error
 }
