@@ -193,7 +193,13 @@ func TestReceiverVersionsAndRestore(t *testing.T) {
 	then := time.Now().UTC()
 	time.Sleep(1100 * time.Millisecond)
 	for _, v := range []string{"version two", "version three"} {
-		writeFile(t, x, []byte(v), 0o644)
+		// Replaced whole, as editors save: written in place, the watcher
+		// may catch the file truncated and back up an empty version too.
+		tmp := filepath.Join(t.TempDir(), "x.txt")
+		writeFile(t, tmp, []byte(v), 0o644)
+		if err := os.Rename(tmp, x); err != nil {
+			t.Fatal(err)
+		}
 		a.cli("scan", "docs")
 		testutil.Eventually(t, converge, "the new version on r", func() bool {
 			for _, vv := range a.versions("docs", "x.txt") {
