@@ -20,6 +20,7 @@ type memRegistry struct {
 	mu      sync.Mutex
 	peers   []Peer
 	pending []crypt.DeviceID
+	names   []string // of pending, as their certificates give them
 }
 
 func (r *memRegistry) Peers(context.Context) ([]Peer, error) {
@@ -28,10 +29,11 @@ func (r *memRegistry) Peers(context.Context) ([]Peer, error) {
 	return append([]Peer(nil), r.peers...), nil
 }
 
-func (r *memRegistry) Pending(_ context.Context, id crypt.DeviceID, _ string) error {
+func (r *memRegistry) Pending(_ context.Context, id crypt.DeviceID, name, _ string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pending = append(r.pending, id)
+	r.names = append(r.names, name)
 	return nil
 }
 
@@ -101,8 +103,8 @@ func TestBothDialOneConnection(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "c to be recorded as pending", func() bool { return pendingCount(ra) > 0 })
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	if len(ra.pending) == 0 || ra.pending[0] != c.ID {
-		t.Fatalf("unknown device not recorded as pending: %v", ra.pending)
+	if len(ra.pending) == 0 || ra.pending[0] != c.ID || ra.names[0] != "c" {
+		t.Fatalf("unknown device not recorded as pending with its name: %v %q", ra.pending, ra.names)
 	}
 	if sa.Connected(c.ID) {
 		t.Fatal("an unknown device got a connection")
