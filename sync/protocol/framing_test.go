@@ -311,6 +311,7 @@ func malformedFrames(t testing.TB) map[string][]byte {
 		"inline chunk without a body":    inlineFrame(&InlineChunk{Id: make([]byte, HashSize)}),
 		"sealed chunk request, no ID":    requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_SEALED_CHUNK, Size: 10}),
 		"versions of a 31-byte file key": requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_VERSIONS, FileKey: make([]byte, 31)}),
+		"chunk list after a 5-byte ID":   requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_CHUNK_LIST, ChunkId: make([]byte, 5)}),
 		"envelope over 64 KiB":           requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_ENVELOPE_PUT, Envelope: make([]byte, MaxEnvelopeSize+1)}),
 		"previous envelope hash 5 bytes": requestFrame(&Request{Kind: RequestKind_REQUEST_KIND_ENVELOPE_PUT, Previous: make([]byte, 5)}),
 		"length 0":                       {0, 0, 0, 0, 7, 0},

@@ -329,6 +329,14 @@ const (
 	// log sequences and stored times, at most size bytes
 	// (ERROR_CODE_INVALID_FILE when they do not fit).
 	RequestKind_REQUEST_KIND_VERSIONS RequestKind = 4
+	// A page of a receiver's record log, for a check: the records with log
+	// sequence at least offset (0 or 1: from the start), in log order, as
+	// many as fit in size bytes; the answer is a LogPage.
+	RequestKind_REQUEST_KIND_LOG_READ RequestKind = 5
+	// A page of the sealed chunks a receiver holds for the folder, for a
+	// check: those with an ID above chunk_id (empty: from the start), in
+	// order of ID, as many as fit in size bytes; the answer is a ChunkList.
+	RequestKind_REQUEST_KIND_CHUNK_LIST RequestKind = 6
 )
 
 // Enum value maps for RequestKind.
@@ -339,6 +347,8 @@ var (
 		2: "REQUEST_KIND_ENVELOPE_GET",
 		3: "REQUEST_KIND_ENVELOPE_PUT",
 		4: "REQUEST_KIND_VERSIONS",
+		5: "REQUEST_KIND_LOG_READ",
+		6: "REQUEST_KIND_CHUNK_LIST",
 	}
 	RequestKind_value = map[string]int32{
 		"REQUEST_KIND_FILE_BLOCK":   0,
@@ -346,6 +356,8 @@ var (
 		"REQUEST_KIND_ENVELOPE_GET": 2,
 		"REQUEST_KIND_ENVELOPE_PUT": 3,
 		"REQUEST_KIND_VERSIONS":     4,
+		"REQUEST_KIND_LOG_READ":     5,
+		"REQUEST_KIND_CHUNK_LIST":   6,
 	}
 )
 
@@ -1153,7 +1165,8 @@ type Request struct {
 	FromTemporary bool        `protobuf:"varint,7,opt,name=from_temporary,json=fromTemporary,proto3" json:"from_temporary,omitempty"`
 	Kind          RequestKind `protobuf:"varint,8,opt,name=kind,proto3,enum=lockstep.v1.RequestKind" json:"kind,omitempty"`
 	// REQUEST_KIND_SEALED_CHUNK: the encrypted chunk ID, exactly 32 bytes
-	// (checked on receipt); empty otherwise.
+	// (checked on receipt); REQUEST_KIND_CHUNK_LIST: the ID to list after,
+	// 32 bytes or empty (checked on receipt); empty otherwise.
 	ChunkId []byte `protobuf:"bytes,9,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
 	// REQUEST_KIND_ENVELOPE_PUT: the new envelope, at most 64 KiB (checked
 	// on receipt).
@@ -1282,6 +1295,188 @@ func (x *Request) GetFileKey() []byte {
 	return nil
 }
 
+// LogPage answers REQUEST_KIND_LOG_READ.
+type LogPage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records in log order, with log sequences and stored times (checked on
+	// receipt as a SealedIndex's are).
+	Records []*SealedRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// The log's ID and its highest sequence ever (pruning never lowers it).
+	LogId        uint64 `protobuf:"varint,2,opt,name=log_id,json=logId,proto3" json:"log_id,omitempty"`
+	LastSequence int64  `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// More records follow the last one.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogPage) Reset() {
+	*x = LogPage{}
+	mi := &file_lockstep_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogPage) ProtoMessage() {}
+
+func (x *LogPage) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogPage.ProtoReflect.Descriptor instead.
+func (*LogPage) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LogPage) GetRecords() []*SealedRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *LogPage) GetLogId() uint64 {
+	if x != nil {
+		return x.LogId
+	}
+	return 0
+}
+
+func (x *LogPage) GetLastSequence() int64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *LogPage) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// ChunkList answers REQUEST_KIND_CHUNK_LIST.
+type ChunkList struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Chunks []*ChunkEntry          `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// More chunks follow the last one.
+	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChunkList) Reset() {
+	*x = ChunkList{}
+	mi := &file_lockstep_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChunkList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChunkList) ProtoMessage() {}
+
+func (x *ChunkList) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChunkList.ProtoReflect.Descriptor instead.
+func (*ChunkList) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ChunkList) GetChunks() []*ChunkEntry {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *ChunkList) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// ChunkEntry is one sealed chunk a receiver holds.
+type ChunkEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The encrypted chunk ID: 32 bytes (checked on receipt).
+	Id []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its sealed size in bytes, as the receiver recorded it.
+	Size          int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChunkEntry) Reset() {
+	*x = ChunkEntry{}
+	mi := &file_lockstep_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChunkEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChunkEntry) ProtoMessage() {}
+
+func (x *ChunkEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstep_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChunkEntry.ProtoReflect.Descriptor instead.
+func (*ChunkEntry) Descriptor() ([]byte, []int) {
+	return file_lockstep_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ChunkEntry) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ChunkEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 // Response answers the Request with the same id.
 type Response struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1296,7 +1491,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_lockstep_proto_msgTypes[11]
+	mi := &file_lockstep_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1503,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[11]
+	mi := &file_lockstep_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1516,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{11}
+	return file_lockstep_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Response) GetId() int64 {
@@ -1354,7 +1549,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_lockstep_proto_msgTypes[12]
+	mi := &file_lockstep_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1561,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[12]
+	mi := &file_lockstep_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1574,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{12}
+	return file_lockstep_proto_rawDescGZIP(), []int{15}
 }
 
 // Close is the last frame its sender sends: it says why it is leaving.
@@ -1393,7 +1588,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_lockstep_proto_msgTypes[13]
+	mi := &file_lockstep_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1600,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[13]
+	mi := &file_lockstep_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1613,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{13}
+	return file_lockstep_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Close) GetReason() string {
@@ -1463,7 +1658,7 @@ type SealedIndex struct {
 
 func (x *SealedIndex) Reset() {
 	*x = SealedIndex{}
-	mi := &file_lockstep_proto_msgTypes[14]
+	mi := &file_lockstep_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1670,7 @@ func (x *SealedIndex) String() string {
 func (*SealedIndex) ProtoMessage() {}
 
 func (x *SealedIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[14]
+	mi := &file_lockstep_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1683,7 @@ func (x *SealedIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedIndex.ProtoReflect.Descriptor instead.
 func (*SealedIndex) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{14}
+	return file_lockstep_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SealedIndex) GetFolder() string {
@@ -1523,7 +1718,7 @@ type InlineChunk struct {
 
 func (x *InlineChunk) Reset() {
 	*x = InlineChunk{}
-	mi := &file_lockstep_proto_msgTypes[15]
+	mi := &file_lockstep_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1730,7 @@ func (x *InlineChunk) String() string {
 func (*InlineChunk) ProtoMessage() {}
 
 func (x *InlineChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[15]
+	mi := &file_lockstep_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1743,7 @@ func (x *InlineChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineChunk.ProtoReflect.Descriptor instead.
 func (*InlineChunk) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{15}
+	return file_lockstep_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InlineChunk) GetId() []byte {
@@ -1601,7 +1796,7 @@ type SealedRecord struct {
 
 func (x *SealedRecord) Reset() {
 	*x = SealedRecord{}
-	mi := &file_lockstep_proto_msgTypes[16]
+	mi := &file_lockstep_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1808,7 @@ func (x *SealedRecord) String() string {
 func (*SealedRecord) ProtoMessage() {}
 
 func (x *SealedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[16]
+	mi := &file_lockstep_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1821,7 @@ func (x *SealedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedRecord.ProtoReflect.Descriptor instead.
 func (*SealedRecord) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{16}
+	return file_lockstep_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SealedRecord) GetSequence() int64 {
@@ -1708,7 +1903,7 @@ type SealedPayload struct {
 
 func (x *SealedPayload) Reset() {
 	*x = SealedPayload{}
-	mi := &file_lockstep_proto_msgTypes[17]
+	mi := &file_lockstep_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1915,7 @@ func (x *SealedPayload) String() string {
 func (*SealedPayload) ProtoMessage() {}
 
 func (x *SealedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[17]
+	mi := &file_lockstep_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1928,7 @@ func (x *SealedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedPayload.ProtoReflect.Descriptor instead.
 func (*SealedPayload) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{17}
+	return file_lockstep_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SealedPayload) GetFile() *FileInfo {
@@ -1786,7 +1981,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_lockstep_proto_msgTypes[18]
+	mi := &file_lockstep_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1993,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[18]
+	mi := &file_lockstep_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2006,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{18}
+	return file_lockstep_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Checkpoint) GetCounter() uint64 {
@@ -1860,7 +2055,7 @@ type SealedAck struct {
 
 func (x *SealedAck) Reset() {
 	*x = SealedAck{}
-	mi := &file_lockstep_proto_msgTypes[19]
+	mi := &file_lockstep_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2067,7 @@ func (x *SealedAck) String() string {
 func (*SealedAck) ProtoMessage() {}
 
 func (x *SealedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[19]
+	mi := &file_lockstep_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2080,7 @@ func (x *SealedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedAck.ProtoReflect.Descriptor instead.
 func (*SealedAck) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{19}
+	return file_lockstep_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SealedAck) GetFolder() string {
@@ -1930,7 +2125,7 @@ type ReceiverClaims struct {
 
 func (x *ReceiverClaims) Reset() {
 	*x = ReceiverClaims{}
-	mi := &file_lockstep_proto_msgTypes[20]
+	mi := &file_lockstep_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2137,7 @@ func (x *ReceiverClaims) String() string {
 func (*ReceiverClaims) ProtoMessage() {}
 
 func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[20]
+	mi := &file_lockstep_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2150,7 @@ func (x *ReceiverClaims) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverClaims.ProtoReflect.Descriptor instead.
 func (*ReceiverClaims) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{20}
+	return file_lockstep_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReceiverClaims) GetClaims() []*ReceiverClaim {
@@ -1991,7 +2186,7 @@ type ReceiverClaim struct {
 
 func (x *ReceiverClaim) Reset() {
 	*x = ReceiverClaim{}
-	mi := &file_lockstep_proto_msgTypes[21]
+	mi := &file_lockstep_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2198,7 @@ func (x *ReceiverClaim) String() string {
 func (*ReceiverClaim) ProtoMessage() {}
 
 func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstep_proto_msgTypes[21]
+	mi := &file_lockstep_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2211,7 @@ func (x *ReceiverClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiverClaim.ProtoReflect.Descriptor instead.
 func (*ReceiverClaim) Descriptor() ([]byte, []int) {
-	return file_lockstep_proto_rawDescGZIP(), []int{21}
+	return file_lockstep_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReceiverClaim) GetFolder() string {
@@ -2136,7 +2331,19 @@ const file_lockstep_proto_rawDesc = "" +
 	"\benvelope\x18\n" +
 	" \x01(\fR\benvelope\x12\x1a\n" +
 	"\bprevious\x18\v \x01(\fR\bprevious\x12\x19\n" +
-	"\bfile_key\x18\f \x01(\fR\afileKey\"Z\n" +
+	"\bfile_key\x18\f \x01(\fR\afileKey\"\x8e\x01\n" +
+	"\aLogPage\x123\n" +
+	"\arecords\x18\x01 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\x12\x15\n" +
+	"\x06log_id\x18\x02 \x01(\x04R\x05logId\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x03R\flastSequence\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"P\n" +
+	"\tChunkList\x12/\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x17.lockstep.v1.ChunkEntryR\x06chunks\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"0\n" +
+	"\n" +
+	"ChunkEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"Z\n" +
 	"\bResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12*\n" +
@@ -2215,13 +2422,15 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x13ERROR_CODE_NO_ERROR\x10\x00\x12\x16\n" +
 	"\x12ERROR_CODE_GENERIC\x10\x01\x12\x1b\n" +
 	"\x17ERROR_CODE_NO_SUCH_FILE\x10\x02\x12\x1b\n" +
-	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\xa2\x01\n" +
+	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\xda\x01\n" +
 	"\vRequestKind\x12\x1b\n" +
 	"\x17REQUEST_KIND_FILE_BLOCK\x10\x00\x12\x1d\n" +
 	"\x19REQUEST_KIND_SEALED_CHUNK\x10\x01\x12\x1d\n" +
 	"\x19REQUEST_KIND_ENVELOPE_GET\x10\x02\x12\x1d\n" +
 	"\x19REQUEST_KIND_ENVELOPE_PUT\x10\x03\x12\x19\n" +
-	"\x15REQUEST_KIND_VERSIONS\x10\x04B\x18Z\x16lockstep/sync/protocolb\x06proto3"
+	"\x15REQUEST_KIND_VERSIONS\x10\x04\x12\x19\n" +
+	"\x15REQUEST_KIND_LOG_READ\x10\x05\x12\x1b\n" +
+	"\x17REQUEST_KIND_CHUNK_LIST\x10\x06B\x18Z\x16lockstep/sync/protocolb\x06proto3"
 
 var (
 	file_lockstep_proto_rawDescOnce sync.Once
@@ -2236,7 +2445,7 @@ func file_lockstep_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstep_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_lockstep_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_lockstep_proto_goTypes = []any{
 	(MessageType)(0),       // 0: lockstep.v1.MessageType
 	(FolderType)(0),        // 1: lockstep.v1.FolderType
@@ -2254,17 +2463,20 @@ var file_lockstep_proto_goTypes = []any{
 	(*Counter)(nil),        // 13: lockstep.v1.Counter
 	(*BlockInfo)(nil),      // 14: lockstep.v1.BlockInfo
 	(*Request)(nil),        // 15: lockstep.v1.Request
-	(*Response)(nil),       // 16: lockstep.v1.Response
-	(*Ping)(nil),           // 17: lockstep.v1.Ping
-	(*Close)(nil),          // 18: lockstep.v1.Close
-	(*SealedIndex)(nil),    // 19: lockstep.v1.SealedIndex
-	(*InlineChunk)(nil),    // 20: lockstep.v1.InlineChunk
-	(*SealedRecord)(nil),   // 21: lockstep.v1.SealedRecord
-	(*SealedPayload)(nil),  // 22: lockstep.v1.SealedPayload
-	(*Checkpoint)(nil),     // 23: lockstep.v1.Checkpoint
-	(*SealedAck)(nil),      // 24: lockstep.v1.SealedAck
-	(*ReceiverClaims)(nil), // 25: lockstep.v1.ReceiverClaims
-	(*ReceiverClaim)(nil),  // 26: lockstep.v1.ReceiverClaim
+	(*LogPage)(nil),        // 16: lockstep.v1.LogPage
+	(*ChunkList)(nil),      // 17: lockstep.v1.ChunkList
+	(*ChunkEntry)(nil),     // 18: lockstep.v1.ChunkEntry
+	(*Response)(nil),       // 19: lockstep.v1.Response
+	(*Ping)(nil),           // 20: lockstep.v1.Ping
+	(*Close)(nil),          // 21: lockstep.v1.Close
+	(*SealedIndex)(nil),    // 22: lockstep.v1.SealedIndex
+	(*InlineChunk)(nil),    // 23: lockstep.v1.InlineChunk
+	(*SealedRecord)(nil),   // 24: lockstep.v1.SealedRecord
+	(*SealedPayload)(nil),  // 25: lockstep.v1.SealedPayload
+	(*Checkpoint)(nil),     // 26: lockstep.v1.Checkpoint
+	(*SealedAck)(nil),      // 27: lockstep.v1.SealedAck
+	(*ReceiverClaims)(nil), // 28: lockstep.v1.ReceiverClaims
+	(*ReceiverClaim)(nil),  // 29: lockstep.v1.ReceiverClaim
 }
 var file_lockstep_proto_depIdxs = []int32{
 	7,  // 0: lockstep.v1.ClusterConfig.folders:type_name -> lockstep.v1.Folder
@@ -2277,17 +2489,19 @@ var file_lockstep_proto_depIdxs = []int32{
 	14, // 7: lockstep.v1.FileInfo.blocks:type_name -> lockstep.v1.BlockInfo
 	13, // 8: lockstep.v1.Vector.counters:type_name -> lockstep.v1.Counter
 	4,  // 9: lockstep.v1.Request.kind:type_name -> lockstep.v1.RequestKind
-	3,  // 10: lockstep.v1.Response.code:type_name -> lockstep.v1.ErrorCode
-	21, // 11: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
-	20, // 12: lockstep.v1.SealedIndex.inline:type_name -> lockstep.v1.InlineChunk
-	11, // 13: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
-	23, // 14: lockstep.v1.SealedPayload.checkpoint:type_name -> lockstep.v1.Checkpoint
-	26, // 15: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	24, // 10: lockstep.v1.LogPage.records:type_name -> lockstep.v1.SealedRecord
+	18, // 11: lockstep.v1.ChunkList.chunks:type_name -> lockstep.v1.ChunkEntry
+	3,  // 12: lockstep.v1.Response.code:type_name -> lockstep.v1.ErrorCode
+	24, // 13: lockstep.v1.SealedIndex.records:type_name -> lockstep.v1.SealedRecord
+	23, // 14: lockstep.v1.SealedIndex.inline:type_name -> lockstep.v1.InlineChunk
+	11, // 15: lockstep.v1.SealedPayload.file:type_name -> lockstep.v1.FileInfo
+	26, // 16: lockstep.v1.SealedPayload.checkpoint:type_name -> lockstep.v1.Checkpoint
+	29, // 17: lockstep.v1.ReceiverClaims.claims:type_name -> lockstep.v1.ReceiverClaim
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_lockstep_proto_init() }
@@ -2301,7 +2515,7 @@ func file_lockstep_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstep_proto_rawDesc), len(file_lockstep_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -56,6 +56,9 @@ func validate(msg proto.Message) error {
 		if m.GetKind() == RequestKind_REQUEST_KIND_SEALED_CHUNK && len(m.GetChunkId()) != HashSize {
 			return fmt.Errorf("request: chunk ID of %d bytes", len(m.GetChunkId()))
 		}
+		if n := len(m.GetChunkId()); m.GetKind() == RequestKind_REQUEST_KIND_CHUNK_LIST && n != 0 && n != HashSize {
+			return fmt.Errorf("request: chunk list after an ID of %d bytes", n)
+		}
 		if len(m.GetEnvelope()) > MaxEnvelopeSize {
 			return fmt.Errorf("request: envelope of %d bytes exceeds %d", len(m.GetEnvelope()), MaxEnvelopeSize)
 		}
@@ -105,6 +108,41 @@ func validateClaims(claims []*ReceiverClaim) error {
 		case c.GetSequence() < 1:
 			return fmt.Errorf("receiver claim %d: sequence %d below 1", i, c.GetSequence())
 		}
+	}
+	return nil
+}
+
+// DecodeAnswer decodes the data of a Response to a request of kind
+// REQUEST_KIND_LOG_READ (into a LogPage), REQUEST_KIND_CHUNK_LIST (a
+// ChunkList) or REQUEST_KIND_VERSIONS (a SealedIndex), and checks it as a
+// frame's message is checked on receipt; errors wrap ErrMalformed.
+func DecodeAnswer(data []byte, m proto.Message) error {
+	if err := proto.Unmarshal(data, m); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var err error
+	switch m := m.(type) {
+	case *LogPage:
+		err = validateSealed(m.GetRecords())
+		if err == nil && m.GetLastSequence() < 0 {
+			err = fmt.Errorf("log page last sequence: %w", errNegative)
+		}
+	case *ChunkList:
+		for i, c := range m.GetChunks() {
+			if len(c.GetId()) != HashSize {
+				err = fmt.Errorf("chunk list entry %d: ID of %d bytes", i, len(c.GetId()))
+				break
+			}
+			if c.GetSize() < 0 {
+				err = fmt.Errorf("chunk list entry %d size: %w", i, errNegative)
+				break
+			}
+		}
+	default:
+		err = validate(m)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return nil
 }

@@ -58,6 +58,10 @@ func (r *Receiver) Request(ctx context.Context, peer crypt.DeviceID, req *protoc
 			return nil, err
 		}
 		return fitting(env, req)
+	case protocol.RequestKind_REQUEST_KIND_LOG_READ:
+		return r.serveLogPage(ctx, f, req)
+	case protocol.RequestKind_REQUEST_KIND_CHUNK_LIST:
+		return r.serveChunkList(ctx, f, req)
 	default:
 		return nil, fmt.Errorf("%w: a receiver does not serve requests of kind %v", protocol.ErrInvalidFile, req.GetKind())
 	}
