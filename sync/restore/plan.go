@@ -28,13 +28,13 @@ type collector struct {
 	last   int64  // highest log sequence seen
 	pol    uint64 // the chunking polynomial of the newest winner that says
 	polSeq int64
-	// origins holds every verified record's marks, by origin, for the
-	// checkpoints (proof.go).
-	origins map[crypt.DeviceID]*originLog
+	// prover holds every verified record's marks, by origin, for the
+	// checkpoints.
+	prover *sealed.Prover
 }
 
 func newCollector(keys *crypt.Keys, folder string, log *slog.Logger) *collector {
-	return &collector{keys: keys, folder: folder, log: log, best: map[string]index.Record{}, failed: map[crypt.FileKey]bool{}, origins: map[crypt.DeviceID]*originLog{}}
+	return &collector{keys: keys, folder: folder, log: log, best: map[string]index.Record{}, failed: map[crypt.FileKey]bool{}, prover: sealed.NewProver(keys)}
 }
 
 // add opens and checks sr (its field sizes, sealed.OpenWithPolynomial, then
@@ -60,7 +60,7 @@ func (c *collector) add(sr *protocol.SealedRecord) {
 		c.log.Warn("a record failed verification", "folder", c.folder, "sequence", sr.GetSequence(), "err", err)
 		return
 	}
-	c.note(crypt.DeviceID(sr.GetOrigin()), crypt.FileKey(sr.GetFileKey()), sr.GetCounter(), r.Deleted, o.Checkpoint)
+	c.prover.Note(crypt.DeviceID(sr.GetOrigin()), crypt.FileKey(sr.GetFileKey()), sr.GetCounter(), r.Deleted, o.Checkpoint)
 	if cur, ok := c.best[r.Name]; ok && !r.Wins(&cur) {
 		return
 	}

@@ -69,7 +69,7 @@ func (u *uploads) collect(drop func(i int) bool) []Proof {
 			c.add(sr)
 		}
 	}
-	return c.proofs()
+	return c.prover.Proofs()
 }
 
 func TestProofs(t *testing.T) {
@@ -135,10 +135,10 @@ func TestProofsUncovered(t *testing.T) {
 // last, whichever origin sealed it.
 func TestNewestProof(t *testing.T) {
 	ps := []Proof{{Origin: crypt.DeviceID{1}, AsOf: time.Unix(5, 0)}, {Origin: crypt.DeviceID{2}, AsOf: time.Unix(9, 0)}, {Origin: crypt.DeviceID{3}, AsOf: time.Unix(7, 0)}}
-	if n := newestProof(ps); n == nil || n.Origin != (crypt.DeviceID{2}) {
+	if n := sealed.NewestProof(ps); n == nil || n.Origin != (crypt.DeviceID{2}) {
 		t.Fatalf("newest %+v", n)
 	}
-	if newestProof(nil) != nil {
+	if sealed.NewestProof(nil) != nil {
 		t.Fatal("a proof out of none")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
+	"lockstep/sync/sealed"
 )
 
 // Errors returned, wrapped, by Recover. Match them with errors.Is.
@@ -192,10 +193,10 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 	}
 	p := c.plan()
 	log.Debug("record log collected", "folder", opts.Folder, "names", len(c.best), "damaged records", c.bad)
-	proofs := c.proofs()
+	proofs := c.prover.Proofs()
 	var asOf time.Time
 	var incomplete error
-	if n := newestProof(proofs); n != nil {
+	if n := sealed.NewestProof(proofs); n != nil {
 		asOf = n.AsOf
 		if !n.Complete {
 			why := "the receiver dropped or withheld records, or a file changed while it was uploaded"
