@@ -1,0 +1,91 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"lockstep/crypt"
+	"lockstep/sync/check"
+	"lockstep/sync/index"
+	"lockstep/sync/protocol"
+)
+
+// Checks of receivers (sync/check) from this device: what it knows of
+// each receiver's log, its own records, and the folder key.
+
+// checkWait is how long a check waits for a receiver to be connected.
+var checkWait = 10 * time.Second
+
+// Check checks the receivers of folderID (only receiver, unless it is the
+// zero ID) and returns a report per receiver. A receiver that is not
+// connected gets a report with an Unreadable problem. The error is for a
+// folder that can't be checked at all.
+func (b *Backup) Check(ctx context.Context, folderID string, receiver crypt.DeviceID, rd check.ReadData, progress func(crypt.DeviceID, check.Progress)) ([]check.Report, error) {
+	f := b.folders.Folder(folderID)
+	if f == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoFolder, folderID)
+	}
+	keys := b.keys(ctx, folderID)
+	if keys == nil {
+		return nil, fmt.Errorf("folder %s is not shared with a receiver from this device (no folder key): nothing to check", folderID)
+	}
+	targets := f.Receivers()
+	if receiver != (crypt.DeviceID{}) {
+		found := false
+		for _, d := range targets {
+			found = found || d == receiver
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: receiver %s does not hold folder %s", ErrNoFolder, receiver.Short(), folderID)
+		}
+		targets = []crypt.DeviceID{receiver}
+	}
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("folder %s has no receivers to check", folderID)
+	}
+	var out []check.Report
+	for _, dev := range targets {
+		if b.net.WaitPeer(ctx, dev, checkWait) == nil {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			rep := check.Report{Folder: folderID, Receiver: dev.String(), Started: time.Now(), Problems: []check.Problem{}}
+			rep.Add(check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: fmt.Sprintf("receiver %s is not connected", dev.Short())})
+			out = append(out, rep)
+			continue
+		}
+		view := b.view(ctx, folderID, dev)
+		set := f.Index()
+		opts := check.Options{
+			Folder: folderID, Receiver: dev, Self: b.id, Keys: keys, ReadData: rd,
+			Known: check.Known{
+				LogID: b.logID(ctx, folderID, dev), Cursor: view.Cursor, Held: view.Held,
+				LocalSequence: set.LocalSequence(),
+				Own: func(fn func(index.Record)) {
+					_ = set.EachLocal(func(r index.Record) error {
+						if r.Flags&index.FlagLocalOnly == 0 && r.Sequence <= view.Held {
+							fn(r)
+						}
+						return nil
+					})
+				},
+			},
+		}
+		if progress != nil {
+			opts.Progress = func(p check.Progress) { progress(dev, p) }
+		}
+		req := func(ctx context.Context, r *protocol.Request) ([]byte, error) { return b.net.RequestPeer(ctx, dev, r) }
+		rep, err := check.Trusted(ctx, req, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			rep.Add(check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: err.Error()})
+		}
+		f.Log().Info("checked a receiver", "device", dev.String(), "mode", rep.Mode, "records", rep.Records,
+			"chunks", rep.Chunks, "bytesRead", rep.BytesRead, "result", rep.Summary(), "took", rep.Duration.Round(time.Millisecond))
+		out = append(out, rep)
+	}
+	return out, nil
+}
