@@ -70,6 +70,9 @@ type FolderStatus struct {
 	Peers                 []PeerStatus `json:"peers"`
 	// Receiver is set for an encrypted folder on a receiver.
 	Receiver *ReceiverStatus `json:"receiver,omitempty"`
+	// Check is the folder's backup check: the one under way, the last
+	// result, its schedule; absent when it has none of these.
+	Check *CheckState `json:"check,omitempty"`
 }
 
 // PeerStatus is a device a folder is shared with.

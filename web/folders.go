@@ -167,6 +167,9 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 				fs.State = "paused"
 			}
 		}
+		if err := s.folderCheck(ctx, &fs); err != nil {
+			return nil, err
+		}
 		out = append(out, fs)
 	}
 	return out, nil

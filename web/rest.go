@@ -27,6 +27,7 @@ func (s *Server) restRoutes(r *echo.Group) {
 	s.folderRoutes(r)
 	s.manageRESTRoutes(r)
 	s.controlRoutes(r)
+	s.checkRoutes(r)
 }
 
 func (s *Server) getStatus(c echo.Context) error {

@@ -35,6 +35,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/check"
 	"lockstep/sync/connections"
 	"lockstep/sync/engine"
 	"lockstep/sync/events"
@@ -57,6 +58,8 @@ type Config struct {
 	Backup Backup
 	// Receiver reports encrypted folders; nil on a node without them.
 	Receiver Receiver
+	// Checks runs backup checks (sync/check); nil on a node without.
+	Checks *check.Service
 	// Discovery reports how the node finds devices; nil when it does not.
 	Discovery Discovery
 	// Events is what GET /rest/events streams and the console follows; nil

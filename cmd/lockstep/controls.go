@@ -26,7 +26,7 @@ func addControls(root *cobra.Command, g *globals) {
 			c.AddCommand(
 				folderPause(g, true), folderPause(g, false),
 				folderType(g), folderUnshare(g), folderIgnores(g),
-				folderNeeded(g), folderChanges(g),
+				folderNeeded(g), folderChanges(g), folderCheck(g),
 			)
 		case "device":
 			c.AddCommand(devicePause(g, true), devicePause(g, false), deviceRename(g))

@@ -66,7 +66,7 @@ func exitCode(err error) int {
 	case errors.Is(err, errNoDaemon), errors.Is(err, web.ErrUnreachable):
 		return exitNoDaemon
 	case errors.As(err, &apiErr) && apiErr.Kind == web.KindVerification,
-		errors.Is(err, restore.ErrDamaged), errors.Is(err, restore.ErrIncomplete),
+		errors.Is(err, restore.ErrDamaged), errors.Is(err, restore.ErrIncomplete), errors.Is(err, errProblems),
 		web.VerificationFailed(err):
 		return exitVerification
 	}
@@ -109,7 +109,7 @@ func newRoot() *cobra.Command {
 		newDevice(g), newPending(g), newStatus(g),
 		newFolder(g), newScan(g), newRecover(g),
 		newVersions(g), newRestore(g), newPrune(g),
-		newConsole(g), newVersion(),
+		newConsole(g), newVersion(), newCheck(g),
 	)
 	root.InitDefaultCompletionCmd()
 	exampleCompletion(root)

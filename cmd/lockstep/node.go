@@ -131,6 +131,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{NoCompression: opts.NoSealCompression})
 	eng.SetSealed(bk)
 	rt.Handle(eng, bk, receiverConns{recv})
+	checks := newChecks(database, bk, log)
 	reg := &registry{db: database, self: id.ID, events: bus}
 	find, err := newFinder(ctx, id, opts.Find, log)
 	if err != nil {
@@ -160,7 +161,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Events: bus, Discovery: find, Home: opts.Home, Hosts: opts.GUIHosts, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Checks: checks, Events: bus, Discovery: find, Home: opts.Home, Hosts: opts.GUIHosts, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}
@@ -171,6 +172,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	g.Go(func() error { return eng.Serve(gctx) })
 	g.Go(func() error { return recv.Serve(gctx, 0) })
 	g.Go(func() error { return conns.Serve(gctx) })
+	g.Go(func() error { return checks.Serve(gctx) })
 	find.serve(gctx, g)
 	if srv != nil {
 		g.Go(func() error { return srv.Serve(gctx) })

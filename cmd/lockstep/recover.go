@@ -153,6 +153,7 @@ func loadOrInitIdentity(g *globals) (*crypt.Identity, error) {
 type progressPrinter struct {
 	w        io.Writer
 	verb     string // "recovering", "restoring"
+	noun     string // what Progress.Files counts; "files" when empty
 	folder   string
 	terminal bool
 	last     time.Time
@@ -205,7 +206,11 @@ func (pp *progressPrinter) line(p restore.Progress) string {
 	case p.FilesTotal > 0:
 		pct = p.Files * 100 / p.FilesTotal
 	}
-	return fmt.Sprintf("%s %s: %d/%d files, %.1f/%.1f MiB (%d%%)", pp.verb, pp.folder, p.Files, p.FilesTotal,
+	noun := pp.noun
+	if noun == "" {
+		noun = "files"
+	}
+	return fmt.Sprintf("%s %s: %d/%d %s, %.1f/%.1f MiB (%d%%)", pp.verb, pp.folder, p.Files, p.FilesTotal, noun,
 		float64(p.Bytes)/(1<<20), float64(p.BytesTotal)/(1<<20), pct)
 }
 

@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"lockstep/crypt"
@@ -51,7 +52,7 @@ func (b *Backup) Check(ctx context.Context, folderID string, receiver crypt.Devi
 				return out, err
 			}
 			rep := check.Report{Folder: folderID, Receiver: dev.String(), Started: time.Now(), Problems: []check.Problem{}}
-			rep.Add(check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: fmt.Sprintf("receiver %s is not connected", dev.Short())})
+			rep.Add(b.unconnected(folderID, dev))
 			out = append(out, rep)
 			continue
 		}
@@ -88,4 +89,22 @@ func (b *Backup) Check(ctx context.Context, folderID string, receiver crypt.Devi
 		out = append(out, rep)
 	}
 	return out, nil
+}
+
+// unconnected is the problem of a receiver a check could not reach: the
+// rollback or fork this device refused it for, when it did.
+func (b *Backup) unconnected(folderID string, dev crypt.DeviceID) check.Problem {
+	s := b.share(folderID)
+	s.mu.Lock()
+	msg := s.recvErrs[dev]
+	s.mu.Unlock()
+	switch {
+	case strings.HasPrefix(msg, ErrRollback.Error()):
+		return check.Problem{Kind: check.RolledBack, Object: "log", Detail: "refused when it connected: " + msg}
+	case strings.HasPrefix(msg, ErrFalseClaim.Error()):
+		return check.Problem{Kind: check.Forked, Object: "log", Detail: "refused when it connected: " + msg}
+	case msg != "":
+		return check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: fmt.Sprintf("receiver %s is not connected; its last problem: %s", dev.Short(), msg)}
+	}
+	return check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: fmt.Sprintf("receiver %s is not connected", dev.Short())}
 }

@@ -1,0 +1,188 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"lockstep/sync/check"
+	"lockstep/test/testutil"
+	"lockstep/web"
+)
+
+// checkRun runs `check` on n with args and decodes its --json result.
+func checkRun(t *testing.T, n *node, args ...string) (web.CheckResult, result) {
+	t.Helper()
+	res := run(t, n.home, append([]string{"check", "--json"}, args...)...)
+	var out web.CheckResult
+	if res.code == 0 || res.code == 4 {
+		if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
+			t.Fatalf("check %v: exit %d, stdout %q does not decode: %v (stderr %q)", args, res.code, res.stdout, err, res.stderr)
+		}
+	}
+	return out, res
+}
+
+// problemsOf lists a result's problems as "kind path".
+func problemsOf(res web.CheckResult) []string {
+	var out []string
+	for _, r := range res.Reports {
+		for _, p := range r.Problems {
+			out = append(out, string(p.Kind)+" "+p.Path)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// storeFiles lists the files under dir/blobs/r/*/sub/ of a node's home.
+func storeFiles(t *testing.T, home, sub string) []string {
+	t.Helper()
+	var out []string
+	root := filepath.Join(home, "blobs", "r")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		parts := strings.Split(rel, string(filepath.Separator))
+		if !d.IsDir() && len(parts) > 2 && parts[1] == sub {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCheck: a trusted device checks a real receiver through the binary.
+// A clean store checks clean, with and without reading data; a deleted
+// chunk object and a flipped byte in a pack are found by reading data and
+// named by the files and versions they affect; records withheld are found
+// from the metadata alone.
+func TestCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long end-to-end test")
+	}
+	a, r := startNode(t, "a"), startNode(t, "r")
+	dirA := filepath.Join(t.TempDir(), "a")
+	writeFile(t, filepath.Join(dirA, "big.bin"), randomBytes(1, 3<<20), 0o644)
+	for i := range 6 {
+		writeFile(t, filepath.Join(dirA, "small-"+string(rune('a'+i))), randomBytes(uint64(10+i), 3000+i*100), 0o644)
+	}
+	a.cli("folder", "add", "docs", dirA)
+	holdFolder(t, r, "docs", a)
+	pw := passwordFile(t, "pw")
+	backUpTo(t, a, r, "docs", pw)
+	waitBackedUp(t, a, r, "docs")
+	// A second version of small-a, in a log object of its own.
+	writeFile(t, filepath.Join(dirA, "small-a"), []byte("the newest version of small-a\n"), 0o644)
+	a.cli("scan", "docs")
+	testutil.Eventually(t, converge, "r to store small-a's new version", func() bool {
+		st := r.encFolder("docs")
+		return st.Receiver != nil && st.Receiver.Records == 8
+	})
+	waitBackedUp(t, a, r, "docs")
+
+	out, res := checkRun(t, a, "docs")
+	if res.code != 0 || !out.Clean || len(out.Reports) != 1 {
+		t.Fatalf("check of a whole store: exit %d, %+v, stderr %q", res.code, out, res.stderr)
+	}
+	rep := out.Reports[0]
+	if rep.Records != 8 || rep.Versions != 8 || rep.Chunks < 8 || rep.Mode != "metadata" || rep.BytesRead != 0 {
+		t.Fatalf("metadata check counted %+v", rep)
+	}
+	out, res = checkRun(t, a, "docs", "--read-data")
+	if res.code != 0 || !out.Clean || out.Reports[0].BytesRead < 3<<20 {
+		t.Fatalf("read-data check of a whole store: exit %d, %+v", res.code, out)
+	}
+	human := mustRun(t, a.home, "check", "docs", "--read-data-subset", "50%")
+	if !strings.Contains(human, "read-data-subset): clean") {
+		t.Fatalf("check --read-data-subset printed %q", human)
+	}
+
+	// Lose one of big.bin's chunks, and damage a pack of small chunks.
+	loose := storeFiles(t, r.home, "c")
+	packs := storeFiles(t, r.home, "p")
+	// The largest pack: the first upload's small chunks.
+	slices.SortFunc(packs, func(x, y string) int { return int(fileSize(t, y) - fileSize(t, x)) })
+	if len(loose) == 0 || len(packs) == 0 {
+		t.Fatalf("store holds %d loose chunks and %d packs; the test needs both", len(loose), len(packs))
+	}
+	if err := os.Remove(loose[0]); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(packs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/4] ^= 0x40 // in a chunk body: the pack's index is at its end
+	if err := os.WriteFile(packs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, res = checkRun(t, a, "docs", "--read-data")
+	if res.code != 4 || out.Clean {
+		t.Fatalf("read-data check of a damaged store: exit %d, %+v", res.code, out)
+	}
+	got := problemsOf(out)
+	if !slices.Contains(got, "missing big.bin") {
+		t.Errorf("the deleted chunk of big.bin is not reported missing: %q", got)
+	}
+	damaged := false
+	for _, p := range got {
+		damaged = damaged || strings.HasPrefix(p, "damaged ") && p != "damaged "
+	}
+	if !damaged {
+		t.Errorf("the flipped byte in a pack is not reported against the file whose chunk it is in: %q", got)
+	}
+	for _, rp := range out.Reports[0].Problems {
+		if rp.Path != "" && rp.Version == "" {
+			t.Errorf("problem %+v names a file but no version", rp)
+		}
+	}
+	var st web.CheckState
+	a.get("/rest/folders/docs/check", &st)
+	if st.Last == nil || st.Last.Clean || st.Last.LastClean == nil {
+		t.Fatalf("check state after a failed check: %+v", st)
+	}
+	var status web.Status
+	a.get("/rest/status", &status)
+	if f := status.Folders[0]; !strings.Contains(f.Error, "check found problems") || f.Check == nil || f.Check.Last == nil {
+		t.Errorf("folder status after a failed check: error %q, check %+v", f.Error, f.Check)
+	}
+
+	// A receiver that withholds records it acknowledged: this device has
+	// read its log further, refuses it when it connects, and a check says
+	// why.
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	withholdRecords(t, r.home)
+	r = startNodeIn(t, "r", r.home)
+	testutil.Eventually(t, 30*time.Second, "a to refuse r", func() bool {
+		_, _, errMsg := a.encFolder("docs").peer(r.ID)
+		return strings.Contains(errMsg, "rolled back")
+	})
+	out, res = checkRun(t, a, "docs")
+	if res.code != 4 || len(out.Reports) != 1 || len(out.Reports[0].Problems) != 1 {
+		t.Fatalf("check of a log with records withheld: exit %d, %+v, stderr %q", res.code, out, res.stderr)
+	}
+	if p := out.Reports[0].Problems[0]; p.Kind != check.RolledBack || !strings.Contains(p.Detail, "up to 7") {
+		t.Fatalf("withheld records gave %+v; want the rollback", p)
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
