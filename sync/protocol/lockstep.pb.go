@@ -337,6 +337,10 @@ const (
 	// check: those with an ID above chunk_id (empty: from the start), in
 	// order of ID, as many as fit in size bytes; the answer is a ChunkList.
 	RequestKind_REQUEST_KIND_CHUNK_LIST RequestKind = 6
+	// Replace a receiver's copy of the sealed chunk chunk_id, found missing
+	// or damaged by a check, with body: a receiver stores it only for a
+	// chunk it holds, and only of the size it recorded; the answer is empty.
+	RequestKind_REQUEST_KIND_CHUNK_REPAIR RequestKind = 7
 )
 
 // Enum value maps for RequestKind.
@@ -349,6 +353,7 @@ var (
 		4: "REQUEST_KIND_VERSIONS",
 		5: "REQUEST_KIND_LOG_READ",
 		6: "REQUEST_KIND_CHUNK_LIST",
+		7: "REQUEST_KIND_CHUNK_REPAIR",
 	}
 	RequestKind_value = map[string]int32{
 		"REQUEST_KIND_FILE_BLOCK":   0,
@@ -358,6 +363,7 @@ var (
 		"REQUEST_KIND_VERSIONS":     4,
 		"REQUEST_KIND_LOG_READ":     5,
 		"REQUEST_KIND_CHUNK_LIST":   6,
+		"REQUEST_KIND_CHUNK_REPAIR": 7,
 	}
 )
 
@@ -1164,8 +1170,8 @@ type Request struct {
 	// download of that name.
 	FromTemporary bool        `protobuf:"varint,7,opt,name=from_temporary,json=fromTemporary,proto3" json:"from_temporary,omitempty"`
 	Kind          RequestKind `protobuf:"varint,8,opt,name=kind,proto3,enum=lockstep.v1.RequestKind" json:"kind,omitempty"`
-	// REQUEST_KIND_SEALED_CHUNK: the encrypted chunk ID, exactly 32 bytes
-	// (checked on receipt); REQUEST_KIND_CHUNK_LIST: the ID to list after,
+	// REQUEST_KIND_SEALED_CHUNK and _CHUNK_REPAIR: the encrypted chunk ID,
+	// exactly 32 bytes (checked on receipt); REQUEST_KIND_CHUNK_LIST: the ID to list after,
 	// 32 bytes or empty (checked on receipt); empty otherwise.
 	ChunkId []byte `protobuf:"bytes,9,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
 	// REQUEST_KIND_ENVELOPE_PUT: the new envelope, at most 64 KiB (checked
@@ -1176,7 +1182,10 @@ type Request struct {
 	Previous []byte `protobuf:"bytes,11,opt,name=previous,proto3" json:"previous,omitempty"`
 	// REQUEST_KIND_VERSIONS: the file key (32 bytes), or empty for every
 	// file (checked on receipt).
-	FileKey       []byte `protobuf:"bytes,12,opt,name=file_key,json=fileKey,proto3" json:"file_key,omitempty"`
+	FileKey []byte `protobuf:"bytes,12,opt,name=file_key,json=fileKey,proto3" json:"file_key,omitempty"`
+	// REQUEST_KIND_CHUNK_REPAIR: the sealed chunk body, not empty (checked
+	// on receipt); empty otherwise.
+	Body          []byte `protobuf:"bytes,13,opt,name=body,proto3" json:"body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1291,6 +1300,13 @@ func (x *Request) GetPrevious() []byte {
 func (x *Request) GetFileKey() []byte {
 	if x != nil {
 		return x.FileKey
+	}
+	return nil
+}
+
+func (x *Request) GetBody() []byte {
+	if x != nil {
+		return x.Body
 	}
 	return nil
 }
@@ -2317,7 +2333,7 @@ const file_lockstep_proto_rawDesc = "" +
 	"\tBlockInfo\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\fR\x04hash\"\xc8\x02\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\"\xdc\x02\n" +
 	"\aRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
 	"\x06folder\x18\x02 \x01(\tR\x06folder\x12\x12\n" +
@@ -2331,7 +2347,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\benvelope\x18\n" +
 	" \x01(\fR\benvelope\x12\x1a\n" +
 	"\bprevious\x18\v \x01(\fR\bprevious\x12\x19\n" +
-	"\bfile_key\x18\f \x01(\fR\afileKey\"\x8e\x01\n" +
+	"\bfile_key\x18\f \x01(\fR\afileKey\x12\x12\n" +
+	"\x04body\x18\r \x01(\fR\x04body\"\x8e\x01\n" +
 	"\aLogPage\x123\n" +
 	"\arecords\x18\x01 \x03(\v2\x19.lockstep.v1.SealedRecordR\arecords\x12\x15\n" +
 	"\x06log_id\x18\x02 \x01(\x04R\x05logId\x12#\n" +
@@ -2422,7 +2439,7 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x13ERROR_CODE_NO_ERROR\x10\x00\x12\x16\n" +
 	"\x12ERROR_CODE_GENERIC\x10\x01\x12\x1b\n" +
 	"\x17ERROR_CODE_NO_SUCH_FILE\x10\x02\x12\x1b\n" +
-	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\xda\x01\n" +
+	"\x17ERROR_CODE_INVALID_FILE\x10\x03*\xf9\x01\n" +
 	"\vRequestKind\x12\x1b\n" +
 	"\x17REQUEST_KIND_FILE_BLOCK\x10\x00\x12\x1d\n" +
 	"\x19REQUEST_KIND_SEALED_CHUNK\x10\x01\x12\x1d\n" +
@@ -2430,7 +2447,8 @@ const file_lockstep_proto_rawDesc = "" +
 	"\x19REQUEST_KIND_ENVELOPE_PUT\x10\x03\x12\x19\n" +
 	"\x15REQUEST_KIND_VERSIONS\x10\x04\x12\x19\n" +
 	"\x15REQUEST_KIND_LOG_READ\x10\x05\x12\x1b\n" +
-	"\x17REQUEST_KIND_CHUNK_LIST\x10\x06B\x18Z\x16lockstep/sync/protocolb\x06proto3"
+	"\x17REQUEST_KIND_CHUNK_LIST\x10\x06\x12\x1d\n" +
+	"\x19REQUEST_KIND_CHUNK_REPAIR\x10\aB\x18Z\x16lockstep/sync/protocolb\x06proto3"
 
 var (
 	file_lockstep_proto_rawDescOnce sync.Once

@@ -53,11 +53,14 @@ func validate(msg proto.Message) error {
 		if n := len(m.GetHash()); n != 0 && n != HashSize {
 			return fmt.Errorf("request: %w", errHashSize)
 		}
-		if m.GetKind() == RequestKind_REQUEST_KIND_SEALED_CHUNK && len(m.GetChunkId()) != HashSize {
+		if (m.GetKind() == RequestKind_REQUEST_KIND_SEALED_CHUNK || m.GetKind() == RequestKind_REQUEST_KIND_CHUNK_REPAIR) && len(m.GetChunkId()) != HashSize {
 			return fmt.Errorf("request: chunk ID of %d bytes", len(m.GetChunkId()))
 		}
 		if n := len(m.GetChunkId()); m.GetKind() == RequestKind_REQUEST_KIND_CHUNK_LIST && n != 0 && n != HashSize {
 			return fmt.Errorf("request: chunk list after an ID of %d bytes", n)
+		}
+		if (m.GetKind() == RequestKind_REQUEST_KIND_CHUNK_REPAIR) != (len(m.GetBody()) > 0) {
+			return fmt.Errorf("request: a body of %d bytes with kind %v", len(m.GetBody()), m.GetKind())
 		}
 		if len(m.GetEnvelope()) > MaxEnvelopeSize {
 			return fmt.Errorf("request: envelope of %d bytes exceeds %d", len(m.GetEnvelope()), MaxEnvelopeSize)

@@ -1,11 +1,16 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
+	"lockstep/crypt"
+	"lockstep/storage/db"
 	"lockstep/sync/protocol"
 )
 
@@ -89,4 +94,40 @@ func (r *Receiver) serveChunkList(ctx context.Context, f *folder, req *protocol.
 			return proto.Marshal(list)
 		}
 	}
+}
+
+// repairChunk replaces f's copy of chunk id with body, for a trusted
+// device's check that found it missing or damaged: written as a blob of
+// its own (durably), then the chunk's row points there. The receiver
+// can't tell a good body from a bad one; it takes one only for a chunk it
+// holds and of the size it recorded, so a repair can't grow the store or
+// name new chunks. It holds the folder's append lock, so no prune or
+// repack moves the chunk meanwhile.
+func (r *Receiver) repairChunk(ctx context.Context, f *folder, id, body []byte) error {
+	if len(body) == 0 || len(body) > crypt.MaxSealedChunkSize {
+		return fmt.Errorf("%w: a repair body of %d bytes", protocol.ErrInvalidFile, len(body))
+	}
+	f.append.Lock()
+	defer f.append.Unlock()
+	row, err := r.db.SealedChunk(ctx, f.id, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return fmt.Errorf("%w: chunk %x is not held", protocol.ErrNoSuchFile, id)
+	}
+	if err != nil {
+		return err
+	}
+	if int64(len(body)) != row.Size {
+		return fmt.Errorf("%w: chunk %x is %d bytes, the repair %d", protocol.ErrInvalidFile, id, row.Size, len(body))
+	}
+	if err := r.store.Put(ctx, chunkKey(f.fk, id), bytes.NewReader(body), int64(len(body))); err != nil {
+		return err
+	}
+	if row.Pack != nil {
+		// The pack keeps its bytes until a repack finds them unused.
+		if err := r.db.MoveSealedChunks(ctx, f.id, []db.SealedChunk{{ID: id, Size: row.Size}}); err != nil {
+			return err
+		}
+	}
+	r.log.Info("repaired a chunk", "folder", f.id, "chunk", hex.EncodeToString(id), "bytes", len(body))
+	return nil
 }

@@ -6,14 +6,22 @@ import (
 	"errors"
 	"testing"
 
+	"lockstep/storage/db"
 	"lockstep/sync/protocol"
+	"lockstep/test/testutil"
 )
 
 // TestLogAndChunkPages: a check reads the whole log and chunk list in
 // pages of the size it asks for, each record and chunk once, in order.
 func TestLogAndChunkPages(t *testing.T) {
 	ctx := context.Background()
-	n, src := filled(t, 20)
+	// One message at a time: a receiver drops a peer that floods it with
+	// messages it has not acknowledged.
+	n, src := filled(t, 1)
+	for i := 2; i <= 20; i++ {
+		src.send(t, record(src, uint64(i), byte(i), src.addChunk(10+i)))
+		testutil.Eventually(t, waitTimeout, "record stored", func() bool { return src.lastAck() == int64(i) })
+	}
 	want := n.records(t)
 	var got []*protocol.SealedRecord
 	offset := int64(0)
@@ -55,7 +63,7 @@ func TestLogAndChunkPages(t *testing.T) {
 		t.Fatalf("a page too small for one record: %v, want ErrInvalidFile", err)
 	}
 
-	// 21 chunks: one shared, one per record.
+	// 21 chunks: one shared by the first record, one per record.
 	var ids [][]byte
 	var after []byte
 	for {
@@ -87,5 +95,43 @@ func TestLogAndChunkPages(t *testing.T) {
 	other := newTrusted()
 	if _, err := n.r.Request(ctx, other.id, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_CHUNK_LIST, Folder: folderID, Size: 400}); !errors.Is(err, protocol.ErrNoSuchFile) {
 		t.Fatalf("a device the folder is not shared with: %v, want ErrNoSuchFile", err)
+	}
+}
+
+// TestRepairChunk: a repair replaces a chunk the receiver holds with a
+// body of its size, as a blob of its own, and nothing else.
+func TestRepairChunk(t *testing.T) {
+	ctx := context.Background()
+	n, src := filled(t, 2)
+	recs := n.records(t)
+	id := recs[0].Chunks[db.SealedIDSize:] // record 1's own chunk
+	row, err := n.db.SealedChunk(ctx, folderID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Pack == nil {
+		t.Fatal("the test wants a packed chunk")
+	}
+	repair := func(id, body []byte) error {
+		_, err := n.r.Request(ctx, src.id, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_CHUNK_REPAIR, Folder: folderID, ChunkId: id, Body: body})
+		return err
+	}
+	if err := repair(id, make([]byte, row.Size+1)); !errors.Is(err, protocol.ErrInvalidFile) {
+		t.Fatalf("a repair of another size: %v, want ErrInvalidFile", err)
+	}
+	if err := repair(bytes.Repeat([]byte{7}, 32), make([]byte, row.Size)); !errors.Is(err, protocol.ErrNoSuchFile) {
+		t.Fatalf("a repair of a chunk not held: %v, want ErrNoSuchFile", err)
+	}
+	body := bytes.Repeat([]byte{0x5a}, int(row.Size))
+	if err := repair(id, body); err != nil {
+		t.Fatal(err)
+	}
+	now, err := n.db.SealedChunk(ctx, folderID, id)
+	if err != nil || now.Pack != nil || now.Size != row.Size {
+		t.Fatalf("after the repair the row is %+v, %v; want a blob of its own", now, err)
+	}
+	got, err := n.r.Request(ctx, src.id, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: folderID, ChunkId: id, Size: 1 << 20})
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the repaired chunk reads back as %d bytes (%v), want the repair", len(got), err)
 	}
 }

@@ -62,6 +62,8 @@ func (r *Receiver) Request(ctx context.Context, peer crypt.DeviceID, req *protoc
 		return r.serveLogPage(ctx, f, req)
 	case protocol.RequestKind_REQUEST_KIND_CHUNK_LIST:
 		return r.serveChunkList(ctx, f, req)
+	case protocol.RequestKind_REQUEST_KIND_CHUNK_REPAIR:
+		return nil, r.repairChunk(ctx, f, req.GetChunkId(), req.GetBody())
 	default:
 		return nil, fmt.Errorf("%w: a receiver does not serve requests of kind %v", protocol.ErrInvalidFile, req.GetKind())
 	}
