@@ -157,6 +157,26 @@ func TestCheck(t *testing.T) {
 		t.Errorf("folder status after a failed check: error %q, check %+v", f.Error, f.Check)
 	}
 
+	// --repair sends the lost chunk again from a's file; a chunk of a
+	// version a no longer has can't be, and the report says so.
+	out, res = checkRun(t, a, "docs", "--read-data", "--repair")
+	if res.code != 4 || len(out.Reports[0].Repaired) == 0 {
+		t.Fatalf("check --repair: exit %d, repaired %q, not %q", res.code, out.Reports[0].Repaired, out.Reports[0].Unrepaired)
+	}
+	repairedBig := false
+	for _, what := range out.Reports[0].Repaired {
+		repairedBig = repairedBig || strings.Contains(what, "big.bin (from this device's big.bin)")
+	}
+	if !repairedBig {
+		t.Fatalf("check --repair did not repair big.bin's chunk: repaired %q, not %q", out.Reports[0].Repaired, out.Reports[0].Unrepaired)
+	}
+	out, _ = checkRun(t, a, "docs", "--read-data")
+	for _, p := range problemsOf(out) {
+		if strings.HasSuffix(p, " big.bin") || strings.HasPrefix(p, "damaged small-") && p != "damaged small-a" {
+			t.Errorf("after the repair a check still finds %q", p)
+		}
+	}
+
 	// A receiver that withholds records it acknowledged: this device has
 	// read its log further, refuses it when it connects, and a check says
 	// why.

@@ -22,6 +22,9 @@ type CheckRequest struct {
 	Receiver string `json:"receiver,omitempty"`
 	// ReadData is "" (metadata only), "all", "N%" or a size.
 	ReadData string `json:"readData,omitempty"`
+	// Repair sends chunks found missing or damaged again, where this
+	// device's files or another receiver have them.
+	Repair bool `json:"repair,omitempty"`
 }
 
 // CheckResult answers POST /rest/folders/{id}/check.
@@ -112,7 +115,7 @@ func (s *Server) postCheck(c echo.Context) error {
 
 // checkOptions parses a check request.
 func checkOptions(req CheckRequest) (check.RunOptions, error) {
-	var o check.RunOptions
+	o := check.RunOptions{Repair: req.Repair}
 	if req.Receiver != "" {
 		dev, err := crypt.ParseDeviceID(req.Receiver)
 		if err != nil {

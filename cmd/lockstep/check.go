@@ -20,27 +20,29 @@ var errProblems = errors.New("the check found problems")
 
 func newCheck(g *globals) *cobra.Command {
 	var receiverID, subset string
-	var readData bool
+	var readData, repair bool
 	c := &cobra.Command{
-		Use:   "check FOLDER [--receiver ID] [--read-data | --read-data-subset N%|SIZE]",
+		Use:   "check FOLDER [--receiver ID] [--read-data | --read-data-subset N%|SIZE] [--repair]",
 		Short: "Verify a folder's backups on its receivers without restoring them",
 		Long: "On a trusted device: read each receiver's log and chunk list, open every record with the folder key, " +
 			"check the log against what this device knows and the checkpoints it carries, and that every chunk every kept " +
 			"version needs is there with a size it can have. --read-data also fetches every chunk and opens it; " +
-			"--read-data-subset fetches a random share (another one each run). Nothing is written into the folder.\n\n" +
+			"--read-data-subset fetches a random share (another one each run). Nothing is written into the folder. " +
+			"--repair sends each chunk found missing or damaged again, sealed from this device's files when they still hold it, " +
+			"else copied from another receiver, and says what it could not repair.\n\n" +
 			"On a receiver: check its own store against its database, with no key: every object present with its size, " +
 			"packs whole, no orphans or temporary files left over.\n\n" +
 			"Exits 0 when clean, 4 when problems were found.",
 		Example: "  lockstep check docs\n" +
 			"  lockstep check docs --read-data-subset 5% --json\n" +
-			"  lockstep check docs --receiver RECEIVER-ID --read-data",
+			"  lockstep check docs --receiver RECEIVER-ID --read-data --repair",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(g, completeFolders),
 		RunE: func(c *cobra.Command, args []string) error {
 			if readData && subset != "" {
 				return usageErr{"--read-data and --read-data-subset exclude each other"}
 			}
-			req := web.CheckRequest{Receiver: receiverID, ReadData: subset}
+			req := web.CheckRequest{Receiver: receiverID, ReadData: subset, Repair: repair}
 			if readData {
 				req.ReadData = "all"
 			}
@@ -68,6 +70,7 @@ func newCheck(g *globals) *cobra.Command {
 	c.Flags().StringVar(&receiverID, "receiver", "", "check only this receiver (a trusted device checks all of the folder's)")
 	c.Flags().BoolVar(&readData, "read-data", false, "fetch and open every chunk")
 	c.Flags().StringVar(&subset, "read-data-subset", "", "fetch and open a random N% of the chunks, or SIZE bytes of them (500MiB)")
+	c.Flags().BoolVar(&repair, "repair", false, "send chunks found missing or damaged again, from this device's files or another receiver")
 	_ = c.RegisterFlagCompletionFunc("receiver", func(c *cobra.Command, _ []string, s string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return completeArgs(g, completeDevices)(c, nil, s)
 	})
@@ -139,6 +142,9 @@ func printCheck(w io.Writer, folder string, res web.CheckResult) {
 		}
 		for _, what := range r.Repaired {
 			fmt.Fprintln(w, "  repaired "+escapeControls(what))
+		}
+		for _, what := range r.Unrepaired {
+			fmt.Fprintln(w, "  not repaired "+escapeControls(what))
 		}
 	}
 }

@@ -27,6 +27,6 @@ func newChecks(database *db.DB, bk *backup.Backup, log *slog.Logger) *check.Serv
 		if f.Type == db.Encrypted {
 			return nil, errNoStoreCheck
 		}
-		return bk.Check(ctx, folder, o.Receiver, o.ReadData, func(_ crypt.DeviceID, p check.Progress) { progress(p) })
+		return bk.Check(ctx, folder, o, func(_ crypt.DeviceID, p check.Progress) { progress(p) })
 	}, database, log)
 }

@@ -2,10 +2,12 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/sync/check"
 	"lockstep/sync/index"
@@ -22,7 +24,8 @@ var checkWait = 10 * time.Second
 // zero ID) and returns a report per receiver. A receiver that is not
 // connected gets a report with an Unreadable problem. The error is for a
 // folder that can't be checked at all.
-func (b *Backup) Check(ctx context.Context, folderID string, receiver crypt.DeviceID, rd check.ReadData, progress func(crypt.DeviceID, check.Progress)) ([]check.Report, error) {
+func (b *Backup) Check(ctx context.Context, folderID string, o check.RunOptions, progress func(crypt.DeviceID, check.Progress)) ([]check.Report, error) {
+	receiver := o.Receiver
 	f := b.folders.Folder(folderID)
 	if f == nil {
 		return nil, fmt.Errorf("%w: %q", ErrNoFolder, folderID)
@@ -59,7 +62,7 @@ func (b *Backup) Check(ctx context.Context, folderID string, receiver crypt.Devi
 		view := b.view(ctx, folderID, dev)
 		set := f.Index()
 		opts := check.Options{
-			Folder: folderID, Receiver: dev, Self: b.id, Keys: keys, ReadData: rd,
+			Folder: folderID, Receiver: dev, Self: b.id, Keys: keys, ReadData: o.ReadData,
 			Known: check.Known{
 				LogID: b.logID(ctx, folderID, dev), Cursor: view.Cursor, Held: view.Held,
 				LocalSequence: set.LocalSequence(),
@@ -75,6 +78,9 @@ func (b *Backup) Check(ctx context.Context, folderID string, receiver crypt.Devi
 		}
 		if progress != nil {
 			opts.Progress = func(p check.Progress) { progress(dev, p) }
+		}
+		if o.Repair {
+			opts.Repair = b.repairSource(f, keys, dev, targets)
 		}
 		req := func(ctx context.Context, r *protocol.Request) ([]byte, error) { return b.net.RequestPeer(ctx, dev, r) }
 		rep, err := check.Trusted(ctx, req, opts)
@@ -107,4 +113,52 @@ func (b *Backup) unconnected(folderID string, dev crypt.DeviceID) check.Problem 
 		return check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: fmt.Sprintf("receiver %s is not connected; its last problem: %s", dev.Short(), msg)}
 	}
 	return check.Problem{Kind: check.Unreadable, Object: "receiver", Detail: fmt.Sprintf("receiver %s is not connected", dev.Short())}
+}
+
+// repairSource finds a sealed body for a chunk receiver dev lacks: sealed
+// again from this device's files when one of them holds its plaintext
+// now (compressed or not, whichever gives the size the receiver lists),
+// else as another receiver of the folder holds it, opened first to prove
+// it. The index of local blocks is built on first use.
+func (b *Backup) repairSource(f Folder, keys *crypt.Keys, dev crypt.DeviceID, receivers []crypt.DeviceID) func(context.Context, crypt.ChunkID, [32]byte, int64) ([]byte, string, error) {
+	var local map[[32]byte]index.Record // a record with the block, per hash
+	return func(ctx context.Context, id crypt.ChunkID, hash [32]byte, size int64) ([]byte, string, error) {
+		if local == nil {
+			local = map[[32]byte]index.Record{}
+			_ = f.Index().EachLocal(func(r index.Record) error {
+				for _, blk := range r.Blocks {
+					local[blk.Hash] = index.Record{Name: r.Name, Blocks: []index.Block{blk}}
+				}
+				return nil
+			})
+		}
+		if r, ok := local[hash]; ok {
+			blk := r.Blocks[0]
+			plain, err := f.ReadBlock(r.Name, blk.Offset, blk.Size)
+			if err == nil && chunk.HashOf(plain) == hash {
+				for _, compress := range []bool{!b.opts.NoCompression, b.opts.NoCompression} {
+					_, body, err := keys.SealChunk(plain, hash, compress)
+					if err == nil && int64(len(body)) == size {
+						protocol.Recycle(plain)
+						return body, "this device's " + r.Name, nil
+					}
+				}
+			}
+			protocol.Recycle(plain)
+		}
+		for _, other := range receivers {
+			if other == dev || !b.net.Connected(other) {
+				continue
+			}
+			body, err := b.net.RequestPeer(ctx, other, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK, Folder: f.ID(), ChunkId: id[:], Size: uint32(crypt.MaxSealedChunkSize)})
+			if err != nil {
+				continue
+			}
+			if _, err := keys.OpenBlockTo(nil, hash, body); err != nil || int64(len(body)) != size {
+				continue
+			}
+			return body, "receiver " + other.Short().String(), nil
+		}
+		return nil, "", errors.New("neither this device's files nor another receiver hold it")
+	}
 }

@@ -67,9 +67,11 @@ type Report struct {
 	// Objects counts the store objects looked at (receiver check).
 	Objects   int   `json:"objects,omitempty"`
 	BytesRead int64 `json:"bytesRead"`
-	// Repaired lists what --repair sent again.
-	Repaired []string  `json:"repaired,omitempty"`
-	Problems []Problem `json:"problems"`
+	// Repaired lists what a repair sent again, Unrepaired what it could
+	// not, and why.
+	Repaired   []string  `json:"repaired,omitempty"`
+	Unrepaired []string  `json:"unrepaired,omitempty"`
+	Problems   []Problem `json:"problems"`
 	// Truncated counts problems left out of Problems past MaxProblems.
 	Truncated int `json:"truncated,omitempty"`
 }

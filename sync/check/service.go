@@ -24,6 +24,9 @@ type RunOptions struct {
 	// ID checks them all.
 	Receiver crypt.DeviceID
 	ReadData ReadData
+	// Repair sends chunks found missing or damaged again, from this
+	// device's files or another receiver.
+	Repair bool
 }
 
 // Checker runs one check of a folder: a trusted device's of its

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -87,6 +88,12 @@ type Options struct {
 	Known    Known
 	ReadData ReadData
 	Progress func(Progress)
+	// Repair, when set, is asked for a sealed body of each chunk the
+	// check found missing or damaged on a receiver that still lists it,
+	// of the size the receiver lists: the body is sent to the receiver
+	// in its place (REQUEST_KIND_CHUNK_REPAIR). It returns where the
+	// body came from, or an error saying why there is none.
+	Repair func(ctx context.Context, id crypt.ChunkID, hash [32]byte, size int64) (body []byte, from string, err error)
 }
 
 // Page sizes asked of the receiver.
@@ -117,6 +124,7 @@ type trustedCheck struct {
 	rep      *Report
 	versions []version
 	needs    map[crypt.ChunkID]*need
+	bad      map[crypt.ChunkID]bool // found missing or damaged
 	prover   *sealed.Prover
 	// own holds this device's records in the log: counter per file key
 	// and counter, to find the acknowledged ones missing.
@@ -133,6 +141,7 @@ func Trusted(ctx context.Context, req Requester, opts Options) (Report, error) {
 		opts: opts, req: req,
 		rep:    &Report{Folder: opts.Folder, Receiver: opts.Receiver.String(), Mode: opts.ReadData.mode(), Started: start, Problems: []Problem{}},
 		needs:  map[crypt.ChunkID]*need{},
+		bad:    map[crypt.ChunkID]bool{},
 		prover: sealed.NewProver(opts.Keys),
 		own:    map[crypt.FileKey][]uint64{},
 		best:   map[crypt.FileKey][]index.Record{},
@@ -152,7 +161,10 @@ func (c *trustedCheck) run(ctx context.Context) error {
 		return err
 	}
 	c.checkChunks()
-	return c.readData(ctx)
+	if err := c.readData(ctx); err != nil {
+		return err
+	}
+	return c.repair(ctx)
 }
 
 func (c *trustedCheck) progress(p Progress) {
@@ -335,6 +347,9 @@ func (c *trustedCheck) checkChunks() {
 
 // affected adds a problem with chunk id for each version that needs it.
 func (c *trustedCheck) affected(kind Kind, id crypt.ChunkID, n *need, detail string) {
+	if kind == Missing || kind == Damaged {
+		c.bad[id] = true
+	}
 	for _, v := range n.versions {
 		c.rep.Add(Problem{Kind: kind, Object: "chunk " + id.String(), Path: c.versions[v].path, Version: c.versions[v].id, Detail: detail})
 	}
@@ -386,6 +401,41 @@ func (c *trustedCheck) readData(ctx context.Context) error {
 	err = g.Wait()
 	c.rep.BytesRead = read
 	return err
+}
+
+// repair sends the chunks found bad again, where opts.Repair finds them.
+func (c *trustedCheck) repair(ctx context.Context) error {
+	if c.opts.Repair == nil {
+		return nil
+	}
+	for id := range c.bad {
+		n := c.needs[id]
+		what := "chunk " + id.String() + " of " + c.versions[n.versions[0]].path
+		if n.size == 0 {
+			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": the receiver no longer lists it")
+			continue
+		}
+		body, from, err := c.opts.Repair(ctx, id, n.hash, n.size)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": "+err.Error())
+			continue
+		}
+		_, err = c.req(ctx, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_CHUNK_REPAIR, Folder: c.opts.Folder, ChunkId: id[:], Body: body})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": the receiver refused it: "+err.Error())
+			continue
+		}
+		c.rep.Repaired = append(c.rep.Repaired, what+" (from "+from+")")
+	}
+	slices.Sort(c.rep.Repaired)
+	slices.Sort(c.rep.Unrepaired)
+	return nil
 }
 
 // choose returns the chunks to read, in random order, and their listed

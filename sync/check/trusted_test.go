@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,6 +65,13 @@ func (s *store) request(_ context.Context, req *protocol.Request) ([]byte, error
 			list.Chunks = append(list.Chunks, &protocol.ChunkEntry{Id: id[:], Size: int64(len(s.chunks[id]))})
 		}
 		return marshal(list)
+	case protocol.RequestKind_REQUEST_KIND_CHUNK_REPAIR:
+		id := crypt.ChunkID(req.GetChunkId())
+		if s.chunks[id] == nil && !s.unlist[id] || len(req.GetBody()) != len(s.chunks[id]) && s.chunks[id] != nil {
+			return nil, protocol.ErrInvalidFile
+		}
+		s.chunks[id] = bytes.Clone(req.GetBody())
+		return nil, nil
 	case protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK:
 		s.fetch.Add(1)
 		body, ok := s.chunks[crypt.ChunkID(req.GetChunkId())]
@@ -306,5 +314,38 @@ func TestTrustedSubset(t *testing.T) {
 	rep = f.check(ReadData{Bytes: 1})
 	if f.s.fetch.Load() != 1 || rep.BytesRead == 0 {
 		t.Fatalf("a 1-byte subset fetched %d chunks", f.s.fetch.Load())
+	}
+}
+
+func TestTrustedRepair(t *testing.T) {
+	f := filled(t)
+	bravo := f.keys.ChunkID(chunk.HashOf([]byte("bravo two")))
+	alpha := f.keys.ChunkID(chunk.HashOf([]byte("alpha")))
+	good := bytes.Clone(f.s.chunks[bravo])
+	f.s.chunks[bravo][5] ^= 1
+	f.s.chunks[alpha][5] ^= 1
+	asked := map[crypt.ChunkID]bool{}
+	repair := func(_ context.Context, id crypt.ChunkID, hash [32]byte, size int64) ([]byte, string, error) {
+		asked[id] = true
+		if id == bravo && hash == chunk.HashOf([]byte("bravo two")) && size == int64(len(good)) {
+			return good, "a test", nil
+		}
+		return nil, "", fmt.Errorf("nobody has it")
+	}
+	rep, err := Trusted(context.Background(), f.s.request, Options{Folder: folder, Receiver: crypt.DeviceID{9}, Self: f.self, Keys: f.keys,
+		Known: Known{LogID: f.s.logID, Cursor: f.s.last, Held: f.seq, LocalSequence: f.seq}, ReadData: ReadData{All: true}, Repair: repair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || len(rep.Repaired) != 1 || !strings.Contains(rep.Repaired[0], "b.txt (from a test)") ||
+		len(rep.Unrepaired) != 1 || !strings.Contains(rep.Unrepaired[0], "a.txt: nobody has it") {
+		t.Fatalf("repair asked for %d chunks, repaired %q, not %q", len(asked), rep.Repaired, rep.Unrepaired)
+	}
+	if rep.Clean() {
+		t.Fatal("a report that found damage says clean after repairing it")
+	}
+	again := f.check(ReadData{All: true})
+	if got := problems(again); !slices.Equal(got, []string{"damaged a.txt " + vid(f, 1)}) {
+		t.Fatalf("after the repair the check finds %q; want only the chunk nobody had", got)
 	}
 }
