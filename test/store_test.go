@@ -36,7 +36,10 @@ func TestServeWithS3Store(t *testing.T) {
 
 	cmd := exec.Command(binary, "--home", home, "serve", "--listen", "tcp://127.0.0.1:0", "--gui", "127.0.0.1:0",
 		"--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-insecure")
-	cmd.Env = append(os.Environ(), "LOCKSTEP_S3_ACCESS_KEY=", "LOCKSTEP_S3_SECRET_KEY=")
+	// Nor from the AWS variables or credentials file of the machine the
+	// test runs on.
+	cmd.Env = append(os.Environ(), "LOCKSTEP_S3_ACCESS_KEY=", "LOCKSTEP_S3_SECRET_KEY=", "AWS_ACCESS_KEY_ID=", "AWS_ACCESS_KEY=",
+		"AWS_SECRET_ACCESS_KEY=", "AWS_SECRET_KEY=", "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(home, "no-credentials"))
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "LOCKSTEP_S3_ACCESS_KEY") {
 		t.Fatalf("serve without keys: %v %q", err, out)
