@@ -73,7 +73,8 @@ func classify(err error, keySource, region string) error {
 	if keySource != "" {
 		from = " (from " + keySource + ")"
 	}
-	resp := minio.ToErrorResponse(err)
+	var resp minio.ErrorResponse
+	errors.As(err, &resp)
 	switch resp.Code {
 	case minio.InvalidAccessKeyID, "XAdminUserNotFound": // the latter is versitygw's
 		return fmt.Errorf("%w: the server does not know the access key%s: %w", ErrKeysRefused, from, err)

@@ -42,6 +42,7 @@ func TestClassify(t *testing.T) {
 		{"region not said", minio.ErrorResponse{Code: "AuthorizationHeaderMalformed", StatusCode: 400}, "x", ErrWrongRegion, "the S3 region is wrong: "},
 		{"clock", minio.ErrorResponse{Code: "RequestTimeTooSkewed", StatusCode: 403}, "", ErrClockSkew, "this machine's clock differs from the server's"},
 		{"no bucket", minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: 404}, "", ErrNoBucket, ""},
+		{"wrapped", fmt.Errorf("creating: %w", minio.ErrorResponse{Code: "AccessDenied", StatusCode: 403}), "", ErrAccessDenied, "creating: "},
 		{"HTTP to HTTPS", minio.ErrorResponse{Code: "400 Bad Request", StatusCode: 400, Message: "Client sent an HTTP request to an HTTPS server.\n"}, "", ErrNeedsTLS, ""},
 		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), "", ErrUnknownAuthority, ""},
 		{"other names", urlErr(&tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "s3.example.org"}}), "", ErrCertificate, ""},
@@ -70,6 +71,7 @@ func TestClassify(t *testing.T) {
 		minio.ErrorResponse{Code: "SlowDown", StatusCode: 503},
 		urlErr(errors.New("timeout")),
 		fmt.Errorf("wrapped: %w", minio.ErrorResponse{Code: "NoSuchKey", StatusCode: 404}),
+		fmt.Errorf("x: %w", minio.ErrorResponse{Code: "InvalidObjectState", StatusCode: 403}),
 	} {
 		if got := classify(err, "", ""); got != err {
 			t.Errorf("classify(%v) = %v, want it unchanged", err, got)

@@ -154,22 +154,24 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		prefix += "/"
 	}
 	s := &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix, classFor: cfg.StorageClassFor}
+	what := "bucket"
 	err = s.probe(ctx)
-	if cfg.CreateBucket && errors.Is(err, ErrNoBucket) {
+	if cfg.CreateBucket && minio.ToErrorResponse(err).Code == minio.NoSuchBucket {
+		what = "creating bucket"
 		err = s.createBucket(ctx, cfg.Region)
 	}
 	if err != nil {
 		transport.CloseIdleConnections()
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			err = fmt.Errorf("%w (%v)", ctxErr, err)
+			return nil, fmt.Errorf("opening s3 store: %s %q: %w (%v)", what, cfg.Bucket, ctxErr, err)
 		}
 		cerr := classify(err, keySource, cfg.Region)
 		var resp minio.ErrorResponse
-		if cerr == err && !cfg.UseTLS && !errors.As(err, &resp) && ctx.Err() == nil && speaksTLS(ctx, cfg.Endpoint) {
+		if cerr == err && !cfg.UseTLS && !errors.As(err, &resp) && speaksTLS(ctx, cfg.Endpoint) {
 			// An HTTPS server may just close a plain connection.
 			cerr = fmt.Errorf("%w: %w", ErrNeedsTLS, err)
 		}
-		return nil, fmt.Errorf("opening s3 store: bucket %q: %w", cfg.Bucket, cerr)
+		return nil, fmt.Errorf("opening s3 store: %s %q: %w", what, cfg.Bucket, cerr)
 	}
 	return s, nil
 }
@@ -208,13 +210,7 @@ func newTransport(cfg Config) (*http.Transport, error) {
 func (s *Store) probe(ctx context.Context) error {
 	opts := minio.ListObjectsOptions{Prefix: s.prefix, MaxKeys: 1}
 	for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
-		if oi.Err != nil {
-			if minio.ToErrorResponse(oi.Err).Code == minio.NoSuchBucket {
-				return fmt.Errorf("%w: %w", ErrNoBucket, oi.Err)
-			}
-			return oi.Err
-		}
-		break
+		return oi.Err
 	}
 	return ctx.Err()
 }
@@ -223,13 +219,10 @@ func (s *Store) probe(ctx context.Context) error {
 // one if region is empty. A bucket created meanwhile is no error.
 func (s *Store) createBucket(ctx context.Context, region string) error {
 	err := s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region})
-	if code := minio.ToErrorResponse(err).Code; code == minio.BucketAlreadyOwnedByYou {
+	if minio.ToErrorResponse(err).Code == minio.BucketAlreadyOwnedByYou {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("creating the bucket: %w", err)
-	}
-	return nil
+	return err
 }
 
 // Close closes idle connections. Calls in progress finish; the Store must
