@@ -323,7 +323,7 @@ func TestDeployFlagsExist(t *testing.T) {
 }
 
 // TestDeployCompose: the compose file restarts what must keep running,
-// creates the bucket its receiver uses, reads the S3 keys from an env file
+// creates the bucket its receiver uses (by --s3-create-bucket or `mc mb`), reads the S3 keys from an env file
 // and the console password from a secret, and publishes the console only
 // on the host's loopback.
 func TestDeployCompose(t *testing.T) {
@@ -396,15 +396,16 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("the receiver uses S3 but its env_file examples do not set %s", k)
 			}
 		}
-		// The bucket the receiver checks at start is the one a one-shot
-		// service creates: the S3 host is a service, and a service the
-		// receiver waits for runs `mc mb` on that bucket.
+		// The bucket the receiver checks at start is made: the S3 host is
+		// a service, and either the receiver creates its bucket
+		// (--s3-create-bucket) or a service it waits for runs `mc mb` on
+		// that bucket.
 		host, _, _ := strings.Cut(flag("s3-endpoint"), ":")
 		if _, ok := c.Services[host]; !ok {
 			t.Errorf("--s3-endpoint=%s is no service of the compose file", flag("s3-endpoint"))
 		}
 		bucket := flag("s3-bucket")
-		made := false
+		made := slices.Contains(args, "--s3-create-bucket")
 		for dep, d := range recv.DependsOn {
 			script := strings.Join(composeWords(t, c.Services[dep].Command), " ")
 			if d.Condition == "service_completed_successfully" && regexp.MustCompile(`mc mb [^\n]*/`+regexp.QuoteMeta(bucket)+`(\s|$)`).MatchString(script) {
@@ -627,7 +628,8 @@ func TestSystemdUnits(t *testing.T) {
 // as the image would (through deploy/entrypoint.sh, with the console
 // password from a file and the S3 keys from the environment), against a
 // real S3 server, with only its addresses moved to free loopback ports and
-// its S3 endpoint and bucket to the test server's. Its console then serves
+// its S3 endpoint and bucket to the test server's (a bucket that does not
+// exist yet, when the command creates its own). Its console then serves
 // HTTPS, takes the password from the file, and passes the image's health
 // check.
 func TestComposeReceiverAsShipped(t *testing.T) {
@@ -640,6 +642,9 @@ func TestComposeReceiverAsShipped(t *testing.T) {
 	}
 	args := invs[0].args
 	s3 := s3test.Start(t)
+	if slices.Contains(args, "--s3-create-bucket") {
+		s3.Bucket += "-made-by-the-receiver" // one that does not exist yet
+	}
 	// Every address moves to a free loopback port (the console keeps its
 	// unspecified host: that is what makes it HTTPS); discovery and relay
 	// listen on their defaults unless told, so they are told.

@@ -14,13 +14,19 @@ import (
 
 // storeOptions say where the node keeps blobs (the sealed chunks and logs
 // an untrusted receiver holds): a directory in the home by default, or an
-// S3 bucket. Keys come from the environment, never from flags, so they do
-// not show in process listings.
+// S3 bucket. Keys come from the environment or the AWS credentials file,
+// never from flags, so they do not show in process listings.
 type storeOptions struct {
-	S3Endpoint string // host:port; empty for the local directory
-	S3Bucket   string
-	S3Prefix   string
-	S3Insecure bool // plain HTTP, for a server on the same host or network
+	S3Endpoint     string // host:port; empty for the local directory
+	S3Bucket       string
+	S3Prefix       string
+	S3Insecure     bool   // plain HTTP, for a server on the same host or network
+	S3Region       string // empty: ask the server
+	S3Addressing   string // auto, path or virtual
+	S3CAFile       string // PEM certificates trusted besides the system's
+	S3Profile      string // of the AWS credentials file
+	S3StorageClass string // of chunk bodies and packs
+	S3CreateBucket bool
 }
 
 // Environment variables holding the S3 keys.
@@ -32,8 +38,8 @@ const (
 // openStore opens the node's blob store and says what it is.
 func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store, string, func() error, error) {
 	if o.S3Endpoint == "" {
-		if o.S3Bucket != "" || o.S3Prefix != "" {
-			return nil, "", nil, errors.New("--s3-bucket and --s3-prefix need --s3-endpoint")
+		if o != (storeOptions{S3Addressing: o.S3Addressing}) || o.S3Addressing != "" && o.S3Addressing != "auto" {
+			return nil, "", nil, errors.New("the --s3-* flags need --s3-endpoint")
 		}
 		dir := filepath.Join(homeDir, "blobs")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -48,20 +54,13 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 	if o.S3Bucket == "" {
 		return nil, "", nil, errors.New("--s3-endpoint needs --s3-bucket")
 	}
-	cfg := s3.Config{
-		Endpoint:  o.S3Endpoint,
-		Bucket:    o.S3Bucket,
-		Prefix:    o.S3Prefix,
-		AccessKey: os.Getenv(envS3AccessKey),
-		SecretKey: os.Getenv(envS3SecretKey),
-		UseTLS:    !o.S3Insecure,
-	}
-	if cfg.AccessKey == "" || cfg.SecretKey == "" {
-		return nil, "", nil, fmt.Errorf("S3 needs %s and %s in the environment", envS3AccessKey, envS3SecretKey)
+	cfg, err := s3Config(o)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	st, err := s3.New(ctx, cfg)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("opening S3 store at %s: %w", o.S3Endpoint, err)
+		return nil, "", nil, fmt.Errorf("opening S3 store at %s: %w%s", o.S3Endpoint, err, s3Hint(err))
 	}
 	// Fail at start, not at the first upload, when the bucket is wrong or
 	// the keys are refused.

@@ -41,6 +41,15 @@ func envelopeKey(fk string, gen int64) string {
 	return fmt.Sprintf("r/%s/envelope/%016x", fk, gen)
 }
 
+// IsDataKey reports whether key is a sealed chunk body (r/<fk>/c/<id>) or
+// a pack (r/<fk>/p/<id>): the bulk of a receiver's store, written once and
+// read rarely, unlike its logs, envelopes and meta objects. A store may
+// keep them in a cheaper storage class.
+func IsDataKey(key string) bool {
+	parts := strings.Split(key, "/")
+	return len(parts) == 4 && parts[0] == "r" && parts[1] != "" && (parts[2] == "c" || parts[2] == "p") && parts[3] != ""
+}
+
 // meta is the JSON of r/<fk>/meta.json: what Rebuild needs besides the
 // records, chunks and envelope.
 type meta struct {

@@ -8,7 +8,11 @@
 //     bytes (with its "/") shortens the longest key to 1024-n bytes (see
 //     MaxKeyLen); longer keys fail with blob.ErrInvalidKey.
 //   - Every request carries the caller's context; the client makes no retries
-//     (a wrapper may add them), and credentials come only from Config.
+//     (a wrapper may add them), and credentials come only from Config: its
+//     keys, or the sources it names (the environment, an AWS credentials
+//     file). No key is ever written to an error or a log.
+//   - A misconfiguration (keys, bucket, region, clock, TLS, address) fails
+//     New with an error matching one of the sentinels of errors.go.
 //   - A blob is written with one PUT when its size is known and at most
 //     PartSize, else as a multipart upload that is aborted on failure, so a
 //     failed Put never leaves a blob or replaces an old one. Create always
@@ -20,14 +24,15 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/sized"
@@ -37,18 +42,70 @@ import (
 // blob Put writes with a single PUT.
 const PartSize = 16 << 20
 
-// ErrNoBucket means the configured bucket does not exist.
-var ErrNoBucket = errors.New("s3 bucket does not exist")
-
 // Config says where the store lives.
 type Config struct {
-	Endpoint  string // host:port, without a scheme
-	Bucket    string
-	Prefix    string // object name prefix; slashes at either end are ignored
+	Endpoint string // host:port, without a scheme
+	Bucket   string
+	Prefix   string // object name prefix; slashes at either end are ignored
+	// AccessKey and SecretKey, when set, are the keys; else New takes
+	// them from the first of Keys that has them.
 	AccessKey string
 	SecretKey string
+	Keys      []KeySource
 	UseTLS    bool
-	Region    string // empty: ask the server
+	// CAFile is a PEM file of certificates trusted besides the system's,
+	// for a server with a private certificate authority. Needs UseTLS.
+	CAFile     string
+	Region     string // empty: ask the server
+	Addressing Addressing
+	// StorageClassFor, if set, gives the storage class of the object a
+	// blob is written to ("" for the server's default, STANDARD).
+	StorageClassFor func(key string) string
+	// CreateBucket makes New create a missing bucket (in Region) instead
+	// of failing with ErrNoBucket.
+	CreateBucket bool
+}
+
+// Addressing says how requests name the bucket.
+type Addressing int
+
+const (
+	// AddressAuto lets the client choose: virtual-hosted for AWS and
+	// known providers, path style elsewhere.
+	AddressAuto Addressing = iota
+	// AddressPath puts the bucket in the path: https://host/bucket/key.
+	AddressPath
+	// AddressVirtual puts it in the host name: https://bucket.host/key.
+	AddressVirtual
+)
+
+var addressingNames = [...]string{AddressAuto: "auto", AddressPath: "path", AddressVirtual: "virtual"}
+
+func (a Addressing) String() string {
+	if a < 0 || int(a) >= len(addressingNames) {
+		return fmt.Sprintf("Addressing(%d)", int(a))
+	}
+	return addressingNames[a]
+}
+
+// ParseAddressing parses "auto", "path" or "virtual".
+func ParseAddressing(s string) (Addressing, error) {
+	for a, name := range addressingNames {
+		if s == name {
+			return Addressing(a), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown S3 addressing %q: want auto, path or virtual", s)
+}
+
+func (a Addressing) lookup() minio.BucketLookupType {
+	switch a {
+	case AddressPath:
+		return minio.BucketLookupPath
+	case AddressVirtual:
+		return minio.BucketLookupDNS
+	}
+	return minio.BucketLookupAuto
 }
 
 // Store is a blob.Store in an S3 bucket. It also implements blob.Creator.
@@ -58,6 +115,7 @@ type Store struct {
 	transport *http.Transport
 	bucket    string
 	prefix    string
+	classFor  func(key string) string
 }
 
 var (
@@ -66,37 +124,105 @@ var (
 	_ blob.RangeReader = (*Store)(nil)
 )
 
-// New connects to the endpoint and checks that the bucket exists (else
-// ErrNoBucket). Close releases idle connections.
+// New connects to the endpoint and lists at most one object of the bucket,
+// so that a misconfiguration fails here, not at the first upload: the
+// error then matches one of the sentinels of errors.go (ErrNoBucket,
+// ErrKeysRefused, ErrUnknownAuthority ...). With Config.CreateBucket a
+// missing bucket is created. Close releases idle connections.
 func New(ctx context.Context, cfg Config) (*Store, error) {
-	transport, err := minio.DefaultTransport(cfg.UseTLS)
+	creds, keySource, err := keys(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening s3 store: %w", err)
+	}
+	transport, err := newTransport(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening s3 store: %w", err)
 	}
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:      credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
-		Secure:     cfg.UseTLS,
-		Region:     cfg.Region,
-		Transport:  transport,
-		MaxRetries: 1,
+		Creds:        creds,
+		Secure:       cfg.UseTLS,
+		Region:       cfg.Region,
+		BucketLookup: cfg.Addressing.lookup(),
+		Transport:    transport,
+		MaxRetries:   1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening s3 store: %w", err)
-	}
-	ok, err := client.BucketExists(ctx, cfg.Bucket)
-	if err != nil {
-		transport.CloseIdleConnections()
-		return nil, fmt.Errorf("opening s3 store: bucket %q: %w", cfg.Bucket, mapError(ctx, err))
-	}
-	if !ok {
-		transport.CloseIdleConnections()
-		return nil, fmt.Errorf("opening s3 store: %w: %q", ErrNoBucket, cfg.Bucket)
 	}
 	prefix := strings.Trim(cfg.Prefix, "/")
 	if prefix != "" {
 		prefix += "/"
 	}
-	return &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix}, nil
+	s := &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix, classFor: cfg.StorageClassFor}
+	what := "bucket"
+	err = s.probe(ctx)
+	if cfg.CreateBucket && minio.ToErrorResponse(err).Code == minio.NoSuchBucket {
+		what = "creating bucket"
+		err = s.createBucket(ctx, cfg.Region)
+	}
+	if err != nil {
+		transport.CloseIdleConnections()
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			return nil, fmt.Errorf("opening s3 store: %s %q: %w (%v)", what, cfg.Bucket, ctxErr, err)
+		}
+		cerr := classify(err, keySource, cfg.Region)
+		var resp minio.ErrorResponse
+		if cerr == err && !cfg.UseTLS && !errors.As(err, &resp) && speaksTLS(ctx, cfg.Endpoint) {
+			// An HTTPS server may just close a plain connection.
+			cerr = fmt.Errorf("%w: %w", ErrNeedsTLS, err)
+		}
+		return nil, fmt.Errorf("opening s3 store: %s %q: %w", what, cfg.Bucket, cerr)
+	}
+	return s, nil
+}
+
+// newTransport returns the HTTP transport for cfg, trusting cfg.CAFile.
+func newTransport(cfg Config) (*http.Transport, error) {
+	transport, err := minio.DefaultTransport(cfg.UseTLS)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CAFile == "" {
+		return transport, nil
+	}
+	if !cfg.UseTLS {
+		return nil, fmt.Errorf("%w: %s is for TLS, and the store speaks plain HTTP", ErrBadCAFile, cfg.CAFile)
+	}
+	pem, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadCAFile, err)
+	}
+	pool := transport.TLSClientConfig.RootCAs // with $SSL_CERT_FILE's
+	if pool == nil {
+		if pool, err = x509.SystemCertPool(); err != nil {
+			pool = x509.NewCertPool()
+		}
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrBadCAFile, cfg.CAFile)
+	}
+	transport.TLSClientConfig.RootCAs = pool
+	return transport, nil
+}
+
+// probe lists at most one object: a request with an error body, unlike
+// HEAD of the bucket, so the server can say what is wrong.
+func (s *Store) probe(ctx context.Context) error {
+	opts := minio.ListObjectsOptions{Prefix: s.prefix, MaxKeys: 1}
+	for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
+		return oi.Err
+	}
+	return ctx.Err()
+}
+
+// createBucket creates the bucket in region, or in the server's default
+// one if region is empty. A bucket created meanwhile is no error.
+func (s *Store) createBucket(ctx context.Context, region string) error {
+	err := s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region})
+	if minio.ToErrorResponse(err).Code == minio.BucketAlreadyOwnedByYou {
+		return nil
+	}
+	return err
 }
 
 // Close closes idle connections. Calls in progress finish; the Store must
@@ -165,6 +291,9 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, cr
 	}
 	body := io.Reader(sr)
 	opts := minio.PutObjectOptions{PartSize: PartSize}
+	if s.classFor != nil {
+		opts.StorageClass = s.classFor(key)
+	}
 	if create {
 		opts.SetMatchETagExcept("*")
 		opts.DisableMultipart = true

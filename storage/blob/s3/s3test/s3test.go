@@ -1,5 +1,7 @@
 // Package s3test runs a real S3-compatible server, versitygw with its posix
-// backend, on 127.0.0.1 for tests, and hands out empty buckets in it.
+// backend, on 127.0.0.1 for tests, and hands out empty buckets in it. With
+// Options it speaks HTTPS with a certificate of a private authority, or
+// serves another region.
 //
 // The versitygw binary is found through $LOCKSTEP_VERSITYGW, else $PATH,
 // else $(go env GOPATH)/bin. Install it with
@@ -17,6 +19,8 @@ package s3test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -52,6 +56,15 @@ type Server struct {
 	buckets atomic.Int64
 }
 
+// Options change the server NewServerWith starts.
+type Options struct {
+	// TLS makes the server speak HTTPS only, with a certificate for
+	// 127.0.0.1 of a new authority in Config's CAFile.
+	TLS bool
+	// Region is the server's region; empty means us-east-1.
+	Region string
+}
+
 // Start starts a server that tb's cleanup stops and returns the Config of a
 // new, empty bucket in it.
 func Start(tb testing.TB) s3.Config {
@@ -63,6 +76,12 @@ func Start(tb testing.TB) s3.Config {
 // bucket per test.
 func NewServer(tb testing.TB) *Server {
 	tb.Helper()
+	return NewServerWith(tb, Options{})
+}
+
+// NewServerWith is NewServer with options.
+func NewServerWith(tb testing.TB, opts Options) *Server {
+	tb.Helper()
 	bin := findBinary()
 	if bin == "" {
 		msg := "versitygw not found (set LOCKSTEP_VERSITYGW or install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
@@ -71,23 +90,41 @@ func NewServer(tb testing.TB) *Server {
 		}
 		tb.Skip(msg)
 	}
-	s := &Server{cfg: s3.Config{AccessKey: randomHex(10), SecretKey: randomHex(20), Region: region}}
+	if opts.Region == "" {
+		opts.Region = region
+	}
+	s := &Server{cfg: s3.Config{AccessKey: randomHex(10), SecretKey: randomHex(20), Region: opts.Region}}
+	var args []string
+	var roots *x509.CertPool
+	if opts.TLS {
+		var cert, key string
+		s.cfg.CAFile, cert, key, roots = newCertificates(tb)
+		s.cfg.UseTLS = true
+		args = []string{"--cert", cert, "--key", key}
+	}
+	if opts.Region != region {
+		args = append(args, "--region", opts.Region)
+	}
 	var err error
 	for range startTries {
-		if s.cfg.Endpoint, err = start(tb, bin, s.cfg); !errors.Is(err, errPortTaken) {
+		if s.cfg.Endpoint, err = start(tb, bin, s.cfg, roots, args); !errors.Is(err, errPortTaken) {
 			break
 		}
 	}
 	if err != nil {
 		tb.Fatalf("starting versitygw: %v", err)
 	}
-	transport, err := minio.DefaultTransport(false)
+	transport, err := minio.DefaultTransport(opts.TLS)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if opts.TLS {
+		transport.TLSClientConfig.RootCAs = roots
+	}
 	s.client, err = minio.New(s.cfg.Endpoint, &minio.Options{
 		Creds:     credentials.NewStaticV4(s.cfg.AccessKey, s.cfg.SecretKey, ""),
-		Region:    region,
+		Secure:    opts.TLS,
+		Region:    opts.Region,
 		Transport: transport,
 	})
 	if err != nil {
@@ -97,6 +134,9 @@ func NewServer(tb testing.TB) *Server {
 	return s
 }
 
+// Config returns the Config of the server, without a bucket.
+func (s *Server) Config() s3.Config { return s.cfg }
+
 // Bucket creates a new, empty bucket and returns its Config.
 func (s *Server) Bucket(tb testing.TB) s3.Config {
 	tb.Helper()
@@ -104,7 +144,7 @@ func (s *Server) Bucket(tb testing.TB) s3.Config {
 	cfg.Bucket = fmt.Sprintf("test-%d-%s", s.buckets.Add(1), randomHex(4))
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	if err := s.client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+	if err := s.client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: s.cfg.Region}); err != nil {
 		tb.Fatalf("creating bucket %s: %v", cfg.Bucket, err)
 	}
 	return cfg
@@ -112,15 +152,17 @@ func (s *Server) Bucket(tb testing.TB) s3.Config {
 
 var errPortTaken = errors.New("port taken")
 
-// start runs versitygw on a free loopback port until tb's cleanup and
-// returns its address once it answers HTTP.
-func start(tb testing.TB, bin string, cfg s3.Config) (string, error) {
+// start runs versitygw on a free loopback port, with more args before
+// its backend, until tb's cleanup and returns its address once it answers
+// HTTP, or HTTPS with a certificate of roots if cfg.UseTLS.
+func start(tb testing.TB, bin string, cfg s3.Config, roots *x509.CertPool, args []string) (string, error) {
 	addr, err := freePort()
 	if err != nil {
 		return "", err
 	}
 	var out testutil.LockedBuffer
-	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", tb.TempDir())
+	args = append(append([]string{"--port", addr, "--quiet"}, args...), "posix", tb.TempDir())
+	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"ROOT_ACCESS_KEY=" + cfg.AccessKey, "ROOT_SECRET_KEY=" + cfg.SecretKey}
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = procAttr()
@@ -141,7 +183,14 @@ func start(tb testing.TB, bin string, cfg s3.Config) (string, error) {
 			<-exited
 		}
 	})
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	scheme := "http"
+	if cfg.UseTLS {
+		scheme = "https"
+	}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		TLSClientConfig:   &tls.Config{RootCAs: roots},
+	}}
 	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -152,7 +201,7 @@ func start(tb testing.TB, bin string, cfg s3.Config) (string, error) {
 			return "", fmt.Errorf("versitygw exited: %s", out.String())
 		default:
 		}
-		if resp, err := client.Get("http://" + addr + "/"); err == nil {
+		if resp, err := client.Get(scheme + "://" + addr + "/"); err == nil {
 			resp.Body.Close()
 			return addr, nil
 		}
