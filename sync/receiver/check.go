@@ -260,15 +260,21 @@ func (c *storeCheck) advance(key string) error {
 // listing passed.
 func (c *storeCheck) object(info blob.Info) error {
 	rest := strings.TrimPrefix(info.Key, c.prefix)
-	dir, name, _ := strings.Cut(rest, "/")
+	dir, name, found := strings.Cut(rest, "/")
 	switch {
 	case rest == "meta.json":
 		c.metaDone = true
-		c.meta(info)
+		return c.meta(info)
+	case !found || strings.Contains(name, "/"):
+		// Beside or below the layout's objects: Rebuild ignores it.
+		c.orphan(info, "an object outside the receiver's layout")
 	case dir == "c" && isHexID(name, db.SealedIDSize):
 		c.chunk(info)
 	case dir == "p" && isHexID(name, db.PackIDSize):
 		return c.pack(info)
+	case dir == "c" && !isHex(name, db.SealedIDSize) || dir == "p" && !isHex(name, db.PackIDSize):
+		c.add(check.Problem{Kind: check.Damaged, Object: info.Key,
+			Detail: "not a chunk's or pack's name (the hex of its ID): a rebuild would refuse the store"})
 	case dir == "log":
 		return c.logs.object(info)
 	case dir == "envelope":
@@ -282,8 +288,14 @@ func (c *storeCheck) object(info blob.Info) error {
 // isHexID reports whether name is the lower-case hex of n bytes, as the
 // store keys of chunks and packs are written.
 func isHexID(name string, n int) bool {
+	return isHex(name, n) && strings.ToLower(name) == name
+}
+
+// isHex reports whether name is hex of n bytes in either case, as
+// Rebuild reads the names of chunks and packs.
+func isHex(name string, n int) bool {
 	id, err := hex.DecodeString(name)
-	return err == nil && len(id) == n && hex.EncodeToString(id) == name
+	return err == nil && len(id) == n
 }
 
 // orphan reports info as an object no row needs, if it was last written
@@ -446,16 +458,16 @@ func (c *storeCheck) envelope(info blob.Info, name string) {
 	}
 }
 
-// meta checks the meta object: it parses and names the folder's log.
-func (c *storeCheck) meta(info blob.Info) {
+// meta checks the meta object: it parses, names the folder's log and
+// agrees with the database (metaAgrees).
+func (c *storeCheck) meta(info blob.Info) error {
 	data, err := getLimited(c.ctx, c.r.store, info.Key, maxMetaSize)
 	if errors.Is(err, ErrCorrupt) {
 		c.add(check.Problem{Kind: check.Damaged, Object: info.Key, Detail: err.Error()})
-		return
+		return nil
 	}
 	if err != nil {
-		_ = c.unreadable(info.Key, err)
-		return
+		return c.unreadable(info.Key, err)
 	}
 	c.rep.BytesRead += int64(len(data))
 	m, err := parseMeta(c.f.fk, data)
@@ -465,7 +477,50 @@ func (c *storeCheck) meta(info blob.Info) {
 	case m.LogID != c.f.logID:
 		c.add(check.Problem{Kind: check.Damaged, Object: info.Key,
 			Detail: fmt.Sprintf("meta names log ID %x, the database's is %x", m.LogID, c.f.logID)})
+	default:
+		return c.metaAgrees(info.Key, m)
 	}
+	return nil
+}
+
+// metaAgrees checks that the meta object would rebuild the folder's
+// retention policy and high-water marks: the same policy (SetRetention
+// writes both under the append lock), and marks no lower than the
+// database's (a prune raises the meta's first). Devices and label are
+// not compared: a configuration reload rewrites them outside the lock.
+func (c *storeCheck) metaAgrees(key string, m *meta) error {
+	p, err := c.r.db.ReceiverRetention(c.ctx, c.f.id)
+	if err != nil {
+		return err
+	}
+	if Policy(p) != m.policy() {
+		c.add(check.Problem{Kind: check.Damaged, Object: key,
+			Detail: fmt.Sprintf("meta holds retention %+v, the database %+v: a rebuild would restore the meta's", m.policy(), Policy(p))})
+	}
+	hw, err := c.r.db.ReceiverHighWater(c.ctx, c.f.id)
+	if err != nil {
+		return err
+	}
+	mhw := m.highWater()
+	lower := 0
+	if mhw.Sequence < hw.Sequence {
+		lower++
+	}
+	marks := make(map[string]uint64, len(mhw.Counters))
+	for _, o := range mhw.Counters {
+		marks[string(o.Origin)] = o.Counter
+	}
+	for _, o := range hw.Counters {
+		if marks[string(o.Origin)] < o.Counter {
+			lower++
+		}
+	}
+	if lower > 0 {
+		c.add(check.Problem{Kind: check.Damaged, Object: key,
+			Detail: fmt.Sprintf("%d of the meta's high-water marks are below the database's (log sequence %d, database %d): a rebuild would lower them",
+				lower, mhw.Sequence, hw.Sequence)})
+	}
+	return nil
 }
 
 // temps reports the temporary files crashed writes left in the folder's

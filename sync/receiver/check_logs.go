@@ -172,7 +172,7 @@ func (c *storeCheck) missingRecords(run seqRun) {
 		return
 	}
 	c.add(check.Problem{Kind: check.Missing, Object: logKey(c.f.fk, run.lo),
-		Detail: fmt.Sprintf("log object missing: %s, but no log object holds them, so a rebuild from the store would lose them", run.from())})
+		Detail: fmt.Sprintf("no log object holds the database's %s: the log object or objects they came from are gone, and a rebuild from the store would lose them", run.span())})
 }
 
 // seqRun sums up log sequences taken in order.
@@ -187,6 +187,14 @@ func (r *seqRun) add(seq int64) {
 	}
 	r.n++
 	r.hi = seq
+}
+
+// span says "3 records (log 12 to 14)".
+func (r *seqRun) span() string {
+	if r.n == 1 {
+		return fmt.Sprintf("record (log %d)", r.lo)
+	}
+	return fmt.Sprintf("%d records (log %d to %d)", r.n, r.lo, r.hi)
 }
 
 // from says which of the database's records the run is.

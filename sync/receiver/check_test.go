@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,8 @@ import (
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/local"
+	"lockstep/storage/blob/mem"
+	"lockstep/storage/db"
 	"lockstep/sync/check"
 	"lockstep/sync/protocol"
 	"lockstep/test/testutil"
@@ -240,14 +243,14 @@ func TestCheckFindsDamage(t *testing.T) {
 					if err := fx.n.store.Delete(ctx, key); err != nil {
 						t.Fatal(err)
 					}
-					only(t, fx.check(t, CheckOptions{}), check.Missing, key, "11 records from it (log 12 to 22)")
+					only(t, fx.check(t, CheckOptions{}), check.Missing, key, "11 records (log 12 to 22)")
 				},
 				"first log object deleted": func(t *testing.T, fx *checkFixture) {
 					key := logKey(fx.fk, 1)
 					if err := fx.n.store.Delete(ctx, key); err != nil {
 						t.Fatal(err)
 					}
-					only(t, fx.check(t, CheckOptions{}), check.Missing, key, "11 records from it (log 1 to 11)")
+					only(t, fx.check(t, CheckOptions{}), check.Missing, key, "11 records (log 1 to 11)")
 				},
 				"log object lacks a record": func(t *testing.T, fx *checkFixture) {
 					key := logKey(fx.fk, 23)
@@ -298,6 +301,25 @@ func TestCheckFindsDamage(t *testing.T) {
 					key := metaKey(fx.fk)
 					putBytes(t, fx.n.store, key, []byte("{"))
 					only(t, fx.check(t, CheckOptions{}), check.Damaged, key, "corrupt")
+				},
+				"meta and database disagree on retention": func(t *testing.T, fx *checkFixture) {
+					if err := fx.n.db.SetReceiverRetention(ctx, folderID, db.ReceiverRetention{KeepLast: 3}); err != nil {
+						t.Fatal(err)
+					}
+					only(t, fx.check(t, CheckOptions{}), check.Damaged, metaKey(fx.fk), "retention")
+				},
+				"chunk name a rebuild refuses": func(t *testing.T, fx *checkFixture) {
+					key := "r/" + fx.fk + "/c/0123"
+					putBytes(t, fx.n.store, key, []byte("x"))
+					only(t, fx.check(t, CheckOptions{}), check.Damaged, key, "rebuild would refuse")
+				},
+				"object outside the layout": func(t *testing.T, fx *checkFixture) {
+					key := "r/" + fx.fk + "/notes.txt"
+					putBytes(t, fx.n.store, key, []byte("x"))
+					if rep := fx.check(t, CheckOptions{}); !rep.Clean() {
+						t.Fatalf("a fresh stray object: %+v", rep.Problems)
+					}
+					only(t, fx.check(t, fx.old(t, key)), check.Orphan, key, "outside the receiver's layout")
 				},
 				"stray chunk": func(t *testing.T, fx *checkFixture) {
 					id := make([]byte, 32)
@@ -498,4 +520,79 @@ func TestCheckRacesIngestAndPrune(t *testing.T) {
 		t.Fatalf("status %+v, %v: the prunes dropped nothing", st, err)
 	}
 	t.Logf("%d checks", checks)
+}
+
+// TestCheckLostBucket: a store that lost everything but its meta object
+// says how many objects went, each named; problems past
+// check.MaxProblems are counted, not listed.
+func TestCheckLostBucket(t *testing.T) {
+	ctx := context.Background()
+	store, dir := checkStores["local"](t)
+	fx := fillForCheck(t, store, dir)
+	var keys []string
+	if err := store.List(ctx, "r/", func(i blob.Info) error {
+		if i.Key != metaKey(fx.fk) {
+			keys = append(keys, i.Key)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := store.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := fx.check(t, CheckOptions{})
+	// Three loose chunks, two packs, the envelope, and the log: the
+	// database does not know where one append's records end, so the
+	// records of all three log objects are one problem.
+	if rep.Summary() != "7 missing" || rep.Objects != 1 {
+		t.Fatalf("summary %q after %d objects: %+v", rep.Summary(), rep.Objects, rep.Problems)
+	}
+	want := map[string]string{
+		envelopeKey(fx.fk, 1):                         "generation 1",
+		logKey(fx.fk, 1):                              "25 records (log 1 to 25)",
+		chunkKey(fx.fk, fx.big[0]):                    "needed by 2 records (log 11, 22)",
+		chunkKey(fx.fk, fx.big[1]):                    "needed by 1 record (log 11)",
+		chunkKey(fx.fk, fx.big[2]):                    "needed by 1 record (log 22)",
+		packKey(fx.fk, mustPack(t, fx, fx.small[0])):  "needed by 10 records (log 1, 2, 3, ...)",
+		packKey(fx.fk, mustPack(t, fx, fx.small[10])): "needed by 10 records (log 12, 13, 14, ...)",
+	}
+	for _, p := range rep.Problems {
+		if p.Kind != check.Missing || !strings.Contains(p.Detail, want[p.Object]) || want[p.Object] == "" {
+			t.Fatalf("problem %+v", p)
+		}
+		delete(want, p.Object)
+	}
+	if len(want) != 0 {
+		t.Fatalf("not reported: %v", want)
+	}
+}
+
+// TestCheckTruncates: problems past check.MaxProblems are counted, not
+// listed.
+func TestCheckTruncates(t *testing.T) {
+	store := mem.New()
+	n := newNode(t, store)
+	for i := range check.MaxProblems + 5 {
+		putBytes(t, store, fmt.Sprintf("r/%s/x/stray-%04d", folderKey(folderID), i), []byte("x"))
+	}
+	rep, err := n.r.Check(context.Background(), folderID, CheckOptions{Now: time.Now().Add(2 * time.Hour)})
+	if err != nil || len(rep.Problems) != check.MaxProblems || rep.Truncated != 5 || rep.Objects != check.MaxProblems+6 {
+		t.Fatalf("%d problems listed, %d more, %d objects (%v)", len(rep.Problems), rep.Truncated, rep.Objects, err)
+	}
+	if rep.Summary() != "1000 orphan (and 5 more)" {
+		t.Fatalf("summary %q", rep.Summary())
+	}
+}
+
+// mustPack returns the ID of the pack holding chunk id.
+func mustPack(t *testing.T, fx *checkFixture, id []byte) []byte {
+	t.Helper()
+	loc, err := fx.n.db.SealedChunk(context.Background(), folderID, id)
+	if err != nil || loc.Pack == nil {
+		t.Fatalf("chunk %x: %+v, %v", id[:4], loc, err)
+	}
+	return loc.Pack
 }
