@@ -378,10 +378,12 @@ func (c *storeCheck) pack(info blob.Info) error {
 		for _, r := range rows {
 			end = max(end, r.Offset+r.Size)
 		}
-		need := end + int64(len(rows)*pack.EntrySize+pack.FooterSize)
-		c.add(check.Problem{Kind: check.Damaged, Object: info.Key,
-			Detail: fmt.Sprintf("pack of size %d, database says at least %d (its %d chunks end at byte %d, then their index); it does not parse: %v",
-				info.Size, need, len(rows), end, err)}, rowIDs(rows)...)
+		detail := fmt.Sprintf("pack of size %d does not parse: %v", info.Size, err)
+		if need := end + int64(len(rows)*pack.EntrySize+pack.FooterSize); info.Size < need {
+			detail = fmt.Sprintf("pack of size %d, database says at least %d (its %d chunks end at byte %d, then their index); it does not parse: %v",
+				info.Size, need, len(rows), end, err)
+		}
+		c.add(check.Problem{Kind: check.Damaged, Object: info.Key, Detail: detail}, rowIDs(rows)...)
 		return nil
 	case err != nil:
 		return c.unreadable(info.Key, err)
@@ -433,6 +435,8 @@ func (c *storeCheck) envelope(info blob.Info, name string) {
 	case err != nil || len(name) != 16 || gen <= 0:
 		c.add(check.Problem{Kind: check.Damaged, Object: info.Key,
 			Detail: "not an envelope's name (16 hex digits of a generation): a rebuild would refuse the store"})
+	case info.Key != envelopeKey(c.f.fk, gen):
+		c.orphan(info, fmt.Sprintf("an envelope of generation %d under a name this receiver does not write", gen))
 	case gen < c.envGen:
 		c.orphan(info, fmt.Sprintf("a superseded envelope of generation %d (the database holds %d); it opens with an old password", gen, c.envGen))
 	case gen != c.envGen && c.env == nil:

@@ -218,7 +218,19 @@ func TestCheckFindsDamage(t *testing.T) {
 					}
 					putBytes(t, fx.n.store, key, data[:len(data)-1])
 					only(t, fx.check(t, CheckOptions{}), check.Damaged, key,
-						"pack of size", "does not parse", "needed by 10 records (log 1, 2, 3, ...)")
+						fmt.Sprintf("pack of size %d, database says at least %d", len(data)-1, len(data)), "does not parse",
+						"needed by 10 records (log 1, 2, 3, ...)")
+				},
+				"pack footer overwritten": func(t *testing.T, fx *checkFixture) {
+					key := fx.packOf(t, fx.small[0])
+					data, err := getLimited(ctx, fx.n.store, key, 1<<20)
+					if err != nil {
+						t.Fatal(err)
+					}
+					copy(data[len(data)-4:], "junk")
+					putBytes(t, fx.n.store, key, data)
+					only(t, fx.check(t, CheckOptions{}), check.Damaged, key,
+						fmt.Sprintf("pack of size %d does not parse", len(data)), "no footer", "needed by 10 records")
 				},
 				"pack overwritten by another": func(t *testing.T, fx *checkFixture) {
 					// A well-formed pack, but not the one the rows describe.
@@ -595,4 +607,73 @@ func mustPack(t *testing.T, fx *checkFixture, id []byte) []byte {
 		t.Fatalf("chunk %x: %+v, %v", id[:4], loc, err)
 	}
 	return loc.Pack
+}
+
+// TestCheckPages: a folder of more rows than a page of the database
+// (checkPage) is merged right across the pages: clean as built, then
+// exactly the chunk and log object taken away are missing.
+func TestCheckPages(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New()
+	n := newNode(t, store)
+	fk := folderKey(folderID)
+	const count = 2*checkPage + 100
+	origin := bytes.Repeat([]byte{7}, 32)
+	var (
+		recs   []db.SealedRecord
+		chunks []db.SealedChunk
+		ids    [][]byte
+	)
+	for i := range count {
+		id := make([]byte, 32)
+		_, _ = rand.Read(id)
+		ids = append(ids, id)
+		size := int64(1 + i%50)
+		putBytes(t, store, chunkKey(fk, id), make([]byte, size))
+		chunks = append(chunks, db.SealedChunk{ID: id, Size: size, StoredAt: time.Now()})
+		fkey := bytes.Repeat([]byte{byte(i)}, 32)
+		recs = append(recs, db.SealedRecord{Seq: int64(i + 1), Origin: origin, Counter: uint64(i + 1), FileKey: fkey,
+			Sealed: []byte("s"), Chunks: id, StoredAt: time.Now()})
+	}
+	// Log objects of 700 records each, as appends write them.
+	for start := 0; start < count; start += 700 {
+		part := recs[start:min(start+700, count)]
+		data, err := proto.Marshal(&protocol.SealedIndex{Folder: folderID, Records: toWire(part)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		putBytes(t, store, logKey(fk, part[0].Seq), data)
+	}
+	if err := n.db.AppendSealed(ctx, folderID, recs, chunks); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := n.r.Check(ctx, folderID, CheckOptions{})
+	if err != nil || !rep.Clean() || rep.Records != count || rep.Chunks != count || rep.Objects != count+4+1 {
+		t.Fatalf("%d records, %d chunks, %d objects, %v: %+v", rep.Records, rep.Chunks, rep.Objects, err, rep.Problems)
+	}
+	gone := ids[checkPage+10] // on the second page, whatever their order
+	if err := store.Delete(ctx, chunkKey(fk, gone)); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, logKey(fk, 1401)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = n.r.Check(ctx, folderID, CheckOptions{})
+	if err != nil || len(rep.Problems) != 2 {
+		t.Fatalf("%+v, %v", rep.Problems, err)
+	}
+	for _, p := range rep.Problems {
+		switch p.Object {
+		case chunkKey(fk, gone):
+			if want := fmt.Sprintf("needed by 1 record (log %d)", checkPage+11); !strings.Contains(p.Detail, want) {
+				t.Fatalf("detail %q, want %q", p.Detail, want)
+			}
+		case logKey(fk, 1401):
+			if !strings.Contains(p.Detail, "700 records (log 1401 to 2100)") {
+				t.Fatalf("detail %q", p.Detail)
+			}
+		default:
+			t.Fatalf("problem %+v", p)
+		}
+	}
 }
