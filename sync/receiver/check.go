@@ -67,8 +67,11 @@ type tempLister interface {
 //   - Damaged: an object is there but not as the database has it: a
 //     loose chunk of another size, a pack that does not parse or places
 //     a chunk elsewhere than its row, a log object that does not parse or
-//     lacks records the database holds, an envelope other than the
-//     database's, a meta object that does not parse or names another log.
+//     lacks records the database holds (or holds some it lacks), an
+//     envelope other than the database's, a meta object that does not
+//     parse, names another log or would rebuild another retention policy
+//     or lower high-water marks, a name under c/, p/, log/ or envelope/
+//     that a rebuild would refuse.
 //   - Orphan: an object no row needs, last written before the grace
 //     period (a pack an ingest of this process is filling never is): a
 //     chunk or pack without a row, a superseded envelope, a log object

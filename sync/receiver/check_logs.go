@@ -32,6 +32,7 @@ type logMerge struct {
 
 // object takes the next listed object under log/.
 func (m *logMerge) object(info blob.Info) error {
+	m.c.total++ // the database cannot count them ahead
 	first, err := logFirst(info.Key)
 	if err != nil {
 		m.c.add(check.Problem{Kind: check.Damaged, Object: info.Key,
