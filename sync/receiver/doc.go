@@ -58,6 +58,13 @@
 //     written over an hour ago, so no write in progress loses its own.
 //   - A chunk is checked only for its size (> 0 and at most
 //     crypt.MaxSealedChunkSize): without the key nothing else can be.
+//   - Check compares a folder's store with its database under the
+//     folder's append lock, so no append, prune or collection makes it
+//     report something missing: one listing merged in key order with the
+//     rows (reading pack indexes, log objects, envelope and meta, never a
+//     chunk body), in memory bounded whatever the folder's size. Objects
+//     no row needs and temporary files are problems only past a grace
+//     period (an hour by default), so a write in progress is none.
 //   - A peer gets data only of folders this node holds as encrypted and
 //     shares with it.
 //
