@@ -1,7 +1,10 @@
 package test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"lockstep/storage/blob"
+	"lockstep/storage/blob/local"
+	"lockstep/storage/blob/s3"
+	"lockstep/storage/blob/s3/s3test"
 	"lockstep/sync/check"
 	"lockstep/test/testutil"
 	"lockstep/web"
@@ -205,4 +212,107 @@ func fileSize(t *testing.T, p string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestCheckOnReceiver: a receiver checks its own store with no password,
+// through the binary, on a local directory and on a real S3 server: clean
+// after a backup; a deleted chunk object and a truncated pack are
+// reported (and a trusted device's read-data check finds the loss too).
+func TestCheckOnReceiver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long end-to-end test")
+	}
+	for _, kind := range []string{"local", "s3"} {
+		t.Run(kind, func(t *testing.T) {
+			var r *node
+			var store blob.Store
+			if kind == "local" {
+				r = startNode(t, "r")
+				st, err := local.Open(filepath.Join(r.home, "blobs"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				store = st
+			} else {
+				cfg := s3test.Start(t)
+				t.Setenv("LOCKSTEP_S3_ACCESS_KEY", cfg.AccessKey)
+				t.Setenv("LOCKSTEP_S3_SECRET_KEY", cfg.SecretKey)
+				r = startNode(t, "r", "--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-insecure")
+				st, err := s3.New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				store = st
+			}
+			a := startNode(t, "a")
+			dirA := filepath.Join(t.TempDir(), "a")
+			writeFile(t, filepath.Join(dirA, "big.bin"), randomBytes(2, 2<<20), 0o644)
+			for i := range 5 {
+				writeFile(t, filepath.Join(dirA, "small-"+string(rune('a'+i))), randomBytes(uint64(20+i), 2500), 0o644)
+			}
+			a.cli("folder", "add", "docs", dirA)
+			holdFolder(t, r, "docs", a)
+			backUpTo(t, a, r, "docs", passwordFile(t, "pw"))
+			waitBackedUp(t, a, r, "docs")
+
+			out, res := checkRun(t, r, "docs")
+			if res.code != 0 || !out.Clean || len(out.Reports) != 1 || out.Reports[0].Mode != "store" || out.Reports[0].Objects == 0 {
+				t.Fatalf("receiver's check of a whole store: exit %d, %+v, stderr %q", res.code, out, res.stderr)
+			}
+			if out, res := checkRun(t, a, "docs", "--read-data"); res.code != 0 || !out.Clean {
+				t.Fatalf("trusted read-data check: exit %d, %+v", res.code, out)
+			}
+
+			ctx := context.Background()
+			var loose, pack string
+			var packSize int64
+			err := store.List(ctx, "r/", func(info blob.Info) error {
+				switch {
+				case strings.Contains(info.Key, "/c/") && loose == "":
+					loose = info.Key
+				case strings.Contains(info.Key, "/p/") && info.Size > packSize:
+					pack, packSize = info.Key, info.Size
+				}
+				return nil
+			})
+			if err != nil || loose == "" || pack == "" {
+				t.Fatalf("store holds loose chunk %q and pack %q (%v); the test needs both", loose, pack, err)
+			}
+			if err := store.Delete(ctx, loose); err != nil {
+				t.Fatal(err)
+			}
+			var half []byte
+			if err := store.Get(ctx, pack, func(rd io.Reader) error {
+				b, err := io.ReadAll(rd)
+				half = b[:len(b)/2]
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Put(ctx, pack, bytes.NewReader(half), int64(len(half))); err != nil {
+				t.Fatal(err)
+			}
+
+			out, res = checkRun(t, r, "docs")
+			if res.code != 4 {
+				t.Fatalf("receiver's check of a damaged store: exit %d, %+v, stderr %q", res.code, out, res.stderr)
+			}
+			byObject := map[string]check.Kind{}
+			for _, p := range out.Reports[0].Problems {
+				byObject[p.Object] = p.Kind
+			}
+			if byObject[loose] != check.Missing || byObject[pack] != check.Damaged {
+				t.Fatalf("problems %+v; want %s missing and %s damaged", out.Reports[0].Problems, loose, pack)
+			}
+			human := run(t, r.home, "check", "docs")
+			if human.code != 4 || !strings.Contains(human.stdout, "1 damaged, 1 missing") {
+				t.Fatalf("receiver's check printed %q (exit %d)", human.stdout, human.code)
+			}
+			out, res = checkRun(t, a, "docs", "--read-data")
+			if res.code != 4 || !slices.Contains(problemsOf(out), "missing big.bin") {
+				t.Fatalf("trusted read-data check of the damaged store: exit %d, problems %q", res.code, problemsOf(out))
+			}
+		})
+	}
 }

@@ -103,8 +103,9 @@ func runCheck(ctx context.Context, stderr io.Writer, cl *web.Client, folder stri
 			return a.res, a.err
 		case <-tick.C:
 			var st web.CheckState
-			if cl.Do(ctx, http.MethodGet, path, nil, &st) == nil && st.Running != nil && st.Running.Phase == "data" {
+			if cl.Do(ctx, http.MethodGet, path, nil, &st) == nil && st.Running != nil && (st.Running.Phase == "data" || st.Running.Phase == "store") {
 				p := st.Running
+				pp.noun = map[string]string{"data": "chunks", "store": "objects"}[p.Phase]
 				pp.print(restore.Progress{Files: p.Chunks, FilesTotal: p.ChunksTotal, Bytes: p.Bytes, BytesTotal: p.BytesTotal})
 			}
 		}

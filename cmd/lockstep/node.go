@@ -131,7 +131,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	bk := backup.New(id.ID, database, log, engineFolders{eng}, rt, backup.Options{NoCompression: opts.NoSealCompression})
 	eng.SetSealed(bk)
 	rt.Handle(eng, bk, receiverConns{recv})
-	checks := newChecks(database, bk, log)
+	checks := newChecks(database, bk, recv, log)
 	reg := &registry{db: database, self: id.ID, events: bus}
 	find, err := newFinder(ctx, id, opts.Find, log)
 	if err != nil {
