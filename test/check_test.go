@@ -19,6 +19,8 @@ import (
 	"lockstep/sync/check"
 	"lockstep/test/testutil"
 	"lockstep/web"
+
+	"github.com/chromedp/chromedp"
 )
 
 // checkRun runs `check` on n with args and decodes its --json result.
@@ -315,4 +317,70 @@ func TestCheckOnReceiver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConsoleChecks: in headless Chromium, a folder with a receiver offers
+// a check; one run from the page ends clean and is shown with its time,
+// a schedule set there is kept, and the section fits a phone. The
+// receiver's page checks its own store.
+func TestConsoleChecks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	browser := newBrowser(t)
+	d, r := startNode(t, "d"), startNode(t, "r")
+	dir := filepath.Join(t.TempDir(), "docs")
+	writeFile(t, filepath.Join(dir, "x.txt"), []byte("checked"), 0o644)
+	d.cli("folder", "add", "docs", dir)
+	holdFolder(t, r, "docs", d)
+	backUpTo(t, d, r, "docs", passwordFile(t, "console check password"))
+	waitBackedUp(t, d, r, "docs")
+
+	cd := openConsole(t, browser, d)
+	cd.setUp()
+	cd.visit("/folders/docs", "#check-never")
+	cd.run("reading all data", chromedp.SetValue(chromedp.CSS("#check-read-data"), "all"))
+	cd.submit("checking now", nil, "#check-now", "#flash")
+	if cd.flashIsError() {
+		t.Fatalf("check now: %q", cd.text("#flash"))
+	}
+	testutil.Eventually(t, converge, "the page to show the check's result", func() bool {
+		cd.visit("/folders/docs", "#checks")
+		return cd.count("#check-last.ok") == 1
+	})
+	if got := cd.text("#check-last"); !strings.Contains(got, ": clean.") {
+		t.Errorf("the last check reads %q", got)
+	}
+	var st web.CheckState
+	d.get("/rest/folders/docs/check", &st)
+	if st.Last == nil || !st.Last.Clean || st.Last.Reports[0].Mode != "read-data" || st.Last.Reports[0].BytesRead == 0 {
+		t.Fatalf("the console's check, as REST sees it: %+v", st.Last)
+	}
+	cd.submit("scheduling", map[string]string{"#check-every": "7d", "#check-schedule-read-data": "5%"}, "#check-schedule-submit", "#flash")
+	if got := cd.text("#flash"); got != "Folder docs is checked every 7d." {
+		t.Errorf("scheduling says %q", got)
+	}
+	if got := strings.TrimSpace(d.cli("folder", "check", "docs")); !strings.Contains(got, "checked every 7d, reading 5% of the data") || !strings.Contains(got, "clean") {
+		t.Errorf("folder check after the form: %q", got)
+	}
+	cd.submit("a bad interval", map[string]string{"#check-every": "sometimes"}, "#check-schedule-submit", "#flash")
+	if !cd.flashIsError() {
+		t.Errorf("a bad interval is not an error: %q", cd.text("#flash"))
+	}
+	cd.run("a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	if bad := overflowing(cd, "/folders/docs"); len(bad) > 0 {
+		t.Errorf("at 390 px the folder page does not fit:\n  %s", strings.Join(bad, "\n  "))
+	}
+
+	cr := openConsole(t, browser, r)
+	cr.setUp()
+	cr.visit("/folders/docs", "#check-never")
+	if n := cr.count("#check-read-data, #check-repair"); n != 0 {
+		t.Errorf("the receiver offers %d read-data or repair controls it cannot use", n)
+	}
+	cr.submit("checking the store", nil, "#check-now", "#flash")
+	testutil.Eventually(t, converge, "the receiver's page to show its check", func() bool {
+		cr.visit("/folders/docs", "#checks")
+		return cr.count("#check-last.ok") == 1
+	})
 }

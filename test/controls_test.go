@@ -409,20 +409,26 @@ func TestConsoleControls(t *testing.T) {
 	// Everything fits a phone, with these rows and forms.
 	ca.run("a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	for _, p := range []string{"/folders/f", "/devices", "/folders"} {
-		ca.visit(p, "main")
-		if bad := get(ca, "measuring "+p, chromedp.Evaluate[[]string](`(() => {
-			const w = document.documentElement.clientWidth, out = [];
-			if (document.documentElement.scrollWidth > w) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
-			document.querySelectorAll("button, a, input, select, textarea, summary").forEach(e => {
-				const r = e.getBoundingClientRect();
-				if ((r.width || r.height) && (r.right > w + 0.5 || r.left < -0.5)) out.push(e.tagName + " " + (e.id || e.className) + " spans " + Math.round(r.left) + " to " + Math.round(r.right));
-			});
-			return out;
-		})()`)); len(bad) > 0 {
+		if bad := overflowing(ca, p); len(bad) > 0 {
 			t.Errorf("at 390 px %s does not fit:\n  %s", p, strings.Join(bad, "\n  "))
 		}
 	}
 	if n := ca.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened", n)
 	}
+}
+
+// overflowing visits path and lists what sticks out of the viewport's
+// width: the page itself, or any control.
+func overflowing(c *console, path string) []string {
+	c.visit(path, "main")
+	return get(c, "measuring "+path, chromedp.Evaluate[[]string](`(() => {
+		const w = document.documentElement.clientWidth, out = [];
+		if (document.documentElement.scrollWidth > w) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
+		document.querySelectorAll("button, a, input, select, textarea, summary").forEach(e => {
+			const r = e.getBoundingClientRect();
+			if ((r.width || r.height) && (r.right > w + 0.5 || r.left < -0.5)) out.push(e.tagName + " " + (e.id || e.className) + " spans " + Math.round(r.left) + " to " + Math.round(r.right));
+		});
+		return out;
+	})()`))
 }

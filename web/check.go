@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -232,4 +233,51 @@ func (s *Server) folderCheck(ctx context.Context, fs *FolderStatus) error {
 		fs.Error = "the last backup check found problems: " + st.Last.Summary
 	}
 	return nil
+}
+
+func (s *Server) checkPageRoutes(g *echo.Group) {
+	g.POST("/folders/:id/check", s.postCheckForm)
+	g.POST("/folders/:id/check/schedule", s.postCheckScheduleForm)
+}
+
+// postCheckForm starts a check from the console. It runs on after the
+// redirect (until the server stops); the folder page shows its progress
+// and, once it ends, its result.
+func (s *Server) postCheckForm(c echo.Context) error {
+	f, err := s.consoleFolder(c)
+	if err != nil {
+		return err
+	}
+	back := folderPath(f.ID)
+	svc, err := s.checks()
+	if err != nil {
+		return s.controlResult(c, back, "", err)
+	}
+	opts, err := checkOptions(CheckRequest{ReadData: c.FormValue("readData"), Repair: c.FormValue("repair") == "on"})
+	if err != nil {
+		return s.controlResult(c, back, "", err)
+	}
+	if _, running := svc.Running(f.ID); running {
+		return s.controlResult(c, back, "", echo.NewHTTPError(http.StatusConflict, "A check of "+f.ID+" is running already."))
+	}
+	go func() {
+		if _, err := svc.Run(s.streamsCtx, f.ID, opts); err != nil && !errors.Is(err, check.ErrRunning) && s.streamsCtx.Err() == nil {
+			s.cfg.Logger.Warn("console's check could not run", "folder", f.ID, "err", err)
+		}
+	}()
+	return s.controlResult(c, back, "Checking folder "+f.ID+": reload this page to see how far it got and what it found.", nil)
+}
+
+func (s *Server) postCheckScheduleForm(c echo.Context) error {
+	f, err := s.consoleFolder(c)
+	if err != nil {
+		return err
+	}
+	every := strings.TrimSpace(c.FormValue("every"))
+	msg := "Folder " + f.ID + " is checked every " + every + "."
+	if every == "" || every == "0" {
+		msg = "Folder " + f.ID + " is no longer checked on a schedule."
+	}
+	err = s.callREST(c, s.putCheckSchedule, CheckSchedule{Every: every, ReadData: strings.TrimSpace(c.FormValue("readData"))}, "id", f.ID)
+	return s.controlResult(c, folderPath(f.ID), msg, err)
 }

@@ -44,6 +44,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	s.settingsPageRoutes(g)
 	s.managePageRoutes(g)
 	s.controlPageRoutes(g)
+	s.checkPageRoutes(g)
 	s.downloadRoutes(g)
 }
 
@@ -231,6 +232,9 @@ type folderPage struct {
 	RetentionError string
 	// Controls are a synced folder's everyday controls (controls.go).
 	Controls *folderControls
+	// HasReceivers: the folder is shared with an untrusted receiver, so
+	// its backups can be checked.
+	HasReceivers bool
 }
 
 // getFolderPage shows one folder and the files this device has in it.
@@ -281,6 +285,9 @@ func (s *Server) getFolderPage(c echo.Context) error {
 	}
 	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
 	p.Controls = s.folderControlsOf(c, p.Folder.ID)
+	for _, peer := range p.Folder.Peers {
+		p.HasReceivers = p.HasReceivers || peer.Untrusted
+	}
 	return s.render(c, http.StatusOK, "folder.html", p)
 }
 
