@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/local"
 	"lockstep/storage/blob/s3"
@@ -19,8 +21,6 @@ import (
 	"lockstep/sync/check"
 	"lockstep/test/testutil"
 	"lockstep/web"
-
-	"github.com/chromedp/chromedp"
 )
 
 // checkRun runs `check` on n with args and decodes its --json result.
