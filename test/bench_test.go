@@ -298,7 +298,8 @@ func standardSet(tb testing.TB, dir string) (files int64, bytes int64) {
 // BenchmarkReceiverIngest is the time for a receiver (local store) to take
 // the standard set from a trusted device, from the share command to the
 // device seeing the receiver complete; then the time for a new device to
-// recover it from the receiver.
+// recover it from the receiver, and for checks of it (the trusted
+// device's, without and with reading the data, and the receiver's own).
 func BenchmarkReceiverIngest(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
@@ -341,6 +342,68 @@ func BenchmarkReceiverIngest(b *testing.B) {
 		rsecs := time.Since(start).Seconds()
 		b.ReportMetric(rsecs, "s-recover")
 		b.ReportMetric(float64(total)/rsecs/1e6, "MB/s-recover")
+
+		// Checks of the same store: a's metadata check, a's check reading
+		// every chunk, and r's check of its own store.
+		for _, c := range []struct {
+			n      *node
+			metric string
+			args   []string
+		}{
+			{a, "check", []string{"check", "f"}},
+			{a, "check-read-data", []string{"check", "f", "--read-data"}},
+			{r, "check-store", []string{"check", "f"}},
+		} {
+			settle()
+			start = time.Now()
+			mustRun(b, c.n.home, c.args...)
+			csecs := time.Since(start).Seconds()
+			b.ReportMetric(csecs, "s-"+c.metric)
+			if c.metric == "check-read-data" {
+				b.ReportMetric(float64(total)/csecs/1e6, "MB/s-"+c.metric)
+			}
+		}
+		a.stop()
+		r.stop()
+	}
+}
+
+// BenchmarkCheckManyFiles is the time of a trusted device's metadata check
+// of a receiver holding LOCKSTEP_BENCH_FILES small files (100,000 by
+// default) in 1,000 directories, and of the receiver's check of its store.
+func BenchmarkCheckManyFiles(b *testing.B) {
+	count := 100000
+	if s := os.Getenv("LOCKSTEP_BENCH_FILES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("LOCKSTEP_BENCH_FILES=%q", s)
+		}
+		count = n
+	}
+	for range b.N {
+		b.StopTimer()
+		src := filepath.Join(b.TempDir(), "a")
+		for i := range count {
+			writeFile(b, filepath.Join(src, fmt.Sprintf("d%03d/f%06d", i%1000, i)), randomBytes(uint64(i), 1024+i%3072), 0o644)
+		}
+		a, r := startNode(b, "a"), startNode(b, "r")
+		a.cli("folder", "add", "f", src)
+		testutil.Eventually(b, 30*time.Minute, "a to scan", func() bool { return a.folder(b).LocalFiles == int64(count+1000) })
+		holdFolder(b, r, "f", a)
+		backUpTo(b, a, r, "f", passwordFile(b, "benchmark password"))
+		testutil.Eventually(b, 30*time.Minute, "r to hold everything", func() bool {
+			c, _, _ := a.encFolder("f").peer(r.ID)
+			return c == 100
+		})
+		b.StartTimer()
+		start := time.Now()
+		mustRun(b, a.home, "check", "f")
+		b.ReportMetric(time.Since(start).Seconds(), "s-check")
+		b.ReportMetric(float64(a.peakRSS())/(1<<20), "MB-rss-a")
+		start = time.Now()
+		mustRun(b, r.home, "check", "f")
+		b.ReportMetric(time.Since(start).Seconds(), "s-check-store")
+		b.StopTimer()
 		a.stop()
 		r.stop()
 	}

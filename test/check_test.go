@@ -3,7 +3,10 @@ package test
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/local"
 	"lockstep/storage/blob/s3"
@@ -124,7 +128,18 @@ func TestCheck(t *testing.T) {
 	if len(loose) == 0 || len(packs) == 0 {
 		t.Fatalf("store holds %d loose chunks and %d packs; the test needs both", len(loose), len(packs))
 	}
+	if len(loose) < 2 {
+		t.Fatalf("big.bin is in %d loose chunks; the test needs two", len(loose))
+	}
 	if err := os.Remove(loose[0]); err != nil {
+		t.Fatal(err)
+	}
+	flipped, err := os.ReadFile(loose[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped[len(flipped)/3] ^= 0x01
+	if err := os.WriteFile(loose[1], flipped, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(packs[0])
@@ -142,6 +157,14 @@ func TestCheck(t *testing.T) {
 	got := problemsOf(out)
 	if !slices.Contains(got, "missing big.bin") {
 		t.Errorf("the deleted chunk of big.bin is not reported missing: %q", got)
+	}
+	flippedID := "chunk " + filepath.Base(loose[1])
+	flippedFound := false
+	for _, p := range out.Reports[0].Problems {
+		flippedFound = flippedFound || p.Kind == check.Damaged && p.Object == flippedID && p.Path == "big.bin"
+	}
+	if !flippedFound {
+		t.Errorf("the flipped byte in %s is not reported damaged against big.bin: %+v", flippedID, out.Reports[0].Problems)
 	}
 	damaged := false
 	for _, p := range got {
@@ -184,6 +207,27 @@ func TestCheck(t *testing.T) {
 		if strings.HasSuffix(p, " big.bin") || strings.HasPrefix(p, "damaged small-") && p != "damaged small-a" {
 			t.Errorf("after the repair a check still finds %q", p)
 		}
+	}
+
+	// A receiver that drops a record from the middle of its log: the log
+	// still ends where this device read it, so only a check finds it,
+	// naming the file and version.
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := dropRecord(t, r.home)
+	r = startNodeIn(t, "r", r.home)
+	testutil.Eventually(t, 30*time.Second, "r to connect to a", func() bool { return a.connectedTo(r.ID) })
+	out, res = checkRun(t, a, "docs")
+	if res.code != 4 {
+		t.Fatalf("check of a log with a record dropped: exit %d, %+v, stderr %q", res.code, out, res.stderr)
+	}
+	missing := false
+	for _, p := range out.Reports[0].Problems {
+		missing = missing || p.Kind == check.Missing && p.Version == fmt.Sprintf("%s-%d", a.hexID(t), dropped.counter) && p.Path != ""
+	}
+	if !missing {
+		t.Fatalf("the dropped record (counter %d) is not reported missing with its file: %+v", dropped.counter, out.Reports[0].Problems)
 	}
 
 	// A receiver that withholds records it acknowledged: this device has
@@ -383,4 +427,38 @@ func TestConsoleChecks(t *testing.T) {
 		cr.visit("/folders/docs", "#checks")
 		return cr.count("#check-last.ok") == 1
 	})
+}
+
+// droppedRecord is a record dropRecord deleted.
+type droppedRecord struct{ counter int64 }
+
+// dropRecord deletes, from a stopped receiver's database, a record of the
+// first upload whose file has no newer version: one in the middle of a
+// log object, which the receiver does not replay.
+func dropRecord(t *testing.T, home string) droppedRecord {
+	t.Helper()
+	d, err := sql.Open("sqlite3", filepath.Join(home, "lockstep.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var rec droppedRecord
+	var seq int64
+	if err := d.QueryRow(`SELECT seq, counter FROM receiver_records r WHERE seq > 1 AND 1 = (SELECT count(*) FROM receiver_records o WHERE o.file_key = r.file_key) ORDER BY seq LIMIT 1`).Scan(&seq, &rec.counter); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Exec(`DELETE FROM receiver_records WHERE seq = ?`, seq); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// hexID is the node's device ID in the hex form version IDs use.
+func (n *node) hexID(t *testing.T) string {
+	t.Helper()
+	id, err := crypt.ParseDeviceID(n.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(id[:])
 }

@@ -39,6 +39,20 @@ func NewClient(home, baseURL, apiKey string) (*Client, error) {
 	return c, nil
 }
 
+// Unbounded returns a copy of c without the overall time limit, for a
+// request that runs as long as the work it starts (a check reading a
+// whole store): the caller's context bounds it instead.
+func (c *Client) Unbounded() *Client {
+	u := *c
+	hc := http.Client{}
+	if c.HTTP != nil {
+		hc = *c.HTTP
+	}
+	hc.Timeout = 0
+	u.HTTP = &hc
+	return &u
+}
+
 // ErrUnreachable means nothing answered at the client's address: the daemon
 // is not running (a stale serve.json is left behind by a crash).
 var ErrUnreachable = errors.New("the lockstep daemon is not running")

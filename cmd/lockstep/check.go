@@ -89,7 +89,9 @@ func runCheck(ctx context.Context, stderr io.Writer, cl *web.Client, folder stri
 	done := make(chan answer, 1)
 	go func() {
 		var a answer
-		a.err = cl.Do(ctx, http.MethodPost, path, req, &a.res)
+		// As long as the check takes: reading a large store's data can
+		// take hours.
+		a.err = cl.Unbounded().Do(ctx, http.MethodPost, path, req, &a.res)
 		done <- a
 	}()
 	pp := newProgressPrinter(stderr, "checking", folder)
