@@ -37,8 +37,12 @@ type CheckResult struct {
 // CheckState is GET /rest/folders/{id}/check, and the check part of a
 // folder's status.
 type CheckState struct {
-	// Running is the progress of the check under way.
-	Running *check.Progress `json:"running,omitempty"`
+	// Running is the progress of the check under way; with read-data,
+	// BytesPerSecond and SecondsLeft are its rate and time left once it
+	// has been watched a moment.
+	Running        *check.Progress `json:"running,omitempty"`
+	BytesPerSecond float64         `json:"bytesPerSecond,omitempty"`
+	SecondsLeft    int64           `json:"secondsLeft,omitempty"`
 	// Last is the last check that ended.
 	Last *LastCheck `json:"last,omitempty"`
 	// Every and ReadData are the folder's schedule; Every is empty
@@ -154,6 +158,10 @@ func (s *Server) checkState(ctx context.Context, id string) (CheckState, error) 
 	}
 	if p, ok := s.cfg.Checks.Running(id); ok {
 		st.Running = &p
+		if p.BytesTotal > 0 {
+			rate, left := s.rates.observe(checkTransfer(id), p.Bytes, p.BytesTotal)
+			st.BytesPerSecond, st.SecondsLeft = rate, int64(left/time.Second)
+		}
 	}
 	last, ok, err := s.cfg.Checks.Last(ctx, id)
 	if err != nil {
@@ -281,3 +289,7 @@ func (s *Server) postCheckScheduleForm(c echo.Context) error {
 	err = s.callREST(c, s.putCheckSchedule, CheckSchedule{Every: every, ReadData: strings.TrimSpace(c.FormValue("readData"))}, "id", f.ID)
 	return s.controlResult(c, folderPath(f.ID), msg, err)
 }
+
+// checkTransfer is the key of a folder's running check among the
+// transfers whose rates the console measures.
+func checkTransfer(folder string) string { return "check " + folder }

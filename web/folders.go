@@ -170,6 +170,9 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 		if err := s.folderCheck(ctx, &fs); err != nil {
 			return nil, err
 		}
+		if fs.Check != nil && fs.Check.Running != nil {
+			transfers[checkTransfer(f.ID)] = true
+		}
 		out = append(out, fs)
 	}
 	return out, nil
