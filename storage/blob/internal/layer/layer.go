@@ -4,23 +4,28 @@
 // optional abilities of the store the layer wraps.
 //
 // Invariants:
-//   - The value Wrap returns implements blob.Creator, blob.Batcher and
-//     blob.RangeReader if and only if the inner store does, so a caller's
-//     type assertion gives the same answer through any stack of layers; a
-//     layer is never asked for an ability its inner store lacks.
+//   - The value Wrap returns implements blob.Creator, blob.Batcher,
+//     blob.RangeReader and Cleaner if and only if the inner store does, so
+//     a caller's type assertion gives the same answer through any stack of
+//     layers; a layer is never asked for an ability its inner store lacks.
 //   - It also has Unwrap() blob.Store, returning the inner store, and
 //     MaxKeyLen() int, the inner store's MaxKeyLen or blob.MaxKeyLen.
 //   - Of finds the Layer behind a value Wrap returned, so a layer's own
 //     package can reach its state (a meter's counts) through a stack.
 //
-// The 2^3 combinations are spelled out as eight struct types embedding
-// only the interfaces that apply: a type assertion sees the method set of
-// the concrete type, so one struct with all methods would claim abilities
-// the inner store lacks, and a wrapper that answered "not supported" at
-// run time would break callers that choose a path by type assertion.
+// The 2^4 combinations (with Cleaner, local.Store's Clean) are spelled out
+// as sixteen struct types embedding only the interfaces that apply: a type
+// assertion sees the method set of the concrete type, so one struct with
+// all methods would claim abilities the inner store lacks, and a wrapper
+// that answered "not supported" at run time would break callers that
+// choose a path by type assertion. A small set of fixed types, unlike
+// reflection or code generated at run time, is checked by the compiler.
 package layer
 
 import (
+	"context"
+	"time"
+
 	"lockstep/storage/blob"
 )
 
@@ -41,6 +46,7 @@ type base interface {
 	blob.Store
 	Unwrap() blob.Store
 	MaxKeyLen() int
+	layer() Layer
 }
 
 // core adapts a Layer to base.
@@ -50,96 +56,44 @@ func (c core) Unwrap() blob.Store { return c.Inner() }
 
 func (c core) MaxKeyLen() int { return MaxKeyLen(c.Inner()) }
 
-// The combinations: C = Creator, B = Batcher, R = RangeReader.
-type (
-	plain struct{ base }
-	withC struct {
-		base
-		blob.Creator
-	}
-	withB struct {
-		base
-		blob.Batcher
-	}
-	withR struct {
-		base
-		blob.RangeReader
-	}
-	withCB struct {
-		base
-		blob.Creator
-		blob.Batcher
-	}
-	withCR struct {
-		base
-		blob.Creator
-		blob.RangeReader
-	}
-	withBR struct {
-		base
-		blob.Batcher
-		blob.RangeReader
-	}
-	withCBR struct {
-		base
-		blob.Creator
-		blob.Batcher
-		blob.RangeReader
-	}
-)
+func (c core) layer() Layer { return c.Layer }
+
+// Cleaner is the optional ability of local.Store to remove the temporary
+// files writes interrupted by a crash left behind, which sync/receiver
+// finds by type assertion. A wrapped store passes it straight to the inner
+// store: it is maintenance of the store's own files, no call to retry,
+// limit, log or meter.
+type Cleaner interface {
+	Clean(ctx context.Context, before time.Time) (int, error)
+}
 
 // Wrap returns l as a blob.Store with the optional abilities of l.Inner()
-// and no others.
+// (blob.Creator, blob.Batcher, blob.RangeReader, Cleaner) and no others.
 func Wrap(l Layer) blob.Store {
 	inner := l.Inner()
-	_, c := inner.(blob.Creator)
-	_, b := inner.(blob.Batcher)
-	_, r := inner.(blob.RangeReader)
-	bs := core{l}
-	switch {
-	case c && b && r:
-		return withCBR{bs, l, l, l}
-	case c && b:
-		return withCB{bs, l, l}
-	case c && r:
-		return withCR{bs, l, l}
-	case b && r:
-		return withBR{bs, l, l}
-	case c:
-		return withC{bs, l}
-	case b:
-		return withB{bs, l}
-	case r:
-		return withR{bs, l}
-	default:
-		return plain{bs}
+	mask := 0
+	if _, ok := inner.(blob.Creator); ok {
+		mask |= 1
 	}
+	if _, ok := inner.(blob.Batcher); ok {
+		mask |= 2
+	}
+	if _, ok := inner.(blob.RangeReader); ok {
+		mask |= 4
+	}
+	x, ok := inner.(Cleaner)
+	if ok {
+		mask |= 8
+	}
+	return makers[mask](core{l}, l, x)
 }
 
 // Of returns the Layer behind s if s was made by Wrap.
 func Of(s blob.Store) (Layer, bool) {
-	var b base
-	switch w := s.(type) {
-	case plain:
-		b = w.base
-	case withC:
-		b = w.base
-	case withB:
-		b = w.base
-	case withR:
-		b = w.base
-	case withCB:
-		b = w.base
-	case withCR:
-		b = w.base
-	case withBR:
-		b = w.base
-	case withCBR:
-		b = w.base
-	default:
-		return nil, false
+	if w, ok := s.(interface{ layer() Layer }); ok {
+		return w.layer(), true
 	}
-	return b.(core).Layer, true
+	return nil, false
 }
 
 // Find walks down a stack of layers from s and returns the first Layer of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/layer"
@@ -76,7 +77,42 @@ func (short) MaxKeyLen() int { return 100 }
 // through two layers.
 func TestAbilitiesPreserved(t *testing.T) {
 	m := mem.New()
-	for _, inner := range []blob.Store{only{m}, c{m, m}, b{m, m}, r{m, m}, cb{m, m, m}, cr{m, m, m}, br{m, m, m}, m} {
+	inners := []blob.Store{
+		only{m}, c{m, m}, b{m, m}, r{m, m}, cb{m, m, m}, cr{m, m, m}, br{m, m, m}, m,
+		struct {
+			only
+			clean
+		}{only{m}, clean{}},
+		struct {
+			c
+			clean
+		}{c{m, m}, clean{}},
+		struct {
+			b
+			clean
+		}{b{m, m}, clean{}},
+		struct {
+			r
+			clean
+		}{r{m, m}, clean{}},
+		struct {
+			cb
+			clean
+		}{cb{m, m, m}, clean{}},
+		struct {
+			cr
+			clean
+		}{cr{m, m, m}, clean{}},
+		struct {
+			br
+			clean
+		}{br{m, m, m}, clean{}},
+		struct {
+			*mem.Store
+			clean
+		}{m, clean{}},
+	}
+	for _, inner := range inners {
 		w := layer.Wrap(&pass{layer.Wrap(&pass{inner})})
 		for _, ab := range []struct {
 			name     string
@@ -85,6 +121,7 @@ func TestAbilitiesPreserved(t *testing.T) {
 			{"Creator", is[blob.Creator](inner), is[blob.Creator](w)},
 			{"Batcher", is[blob.Batcher](inner), is[blob.Batcher](w)},
 			{"RangeReader", is[blob.RangeReader](inner), is[blob.RangeReader](w)},
+			{"Cleaner", is[layer.Cleaner](inner), is[layer.Cleaner](w)},
 		} {
 			if ab.has != ab.got {
 				t.Errorf("inner %T has %s: %v, wrapped: %v", inner, ab.name, ab.has, ab.got)
@@ -95,6 +132,21 @@ func TestAbilitiesPreserved(t *testing.T) {
 		} else if u2, ok := u.Unwrap().(interface{ Unwrap() blob.Store }); !ok || u2.Unwrap() != inner {
 			t.Errorf("unwrapping twice does not give the inner %T", inner)
 		}
+	}
+}
+
+// clean adds local.Store's Clean method to a struct that embeds it.
+type clean struct{}
+
+func (clean) Clean(context.Context, time.Time) (int, error) { return 7, nil }
+
+func TestCleanPassedOn(t *testing.T) {
+	w := layer.Wrap(&pass{layer.Wrap(&pass{struct {
+		*mem.Store
+		clean
+	}{mem.New(), clean{}}})})
+	if n, err := w.(layer.Cleaner).Clean(t.Context(), time.Now()); n != 7 || err != nil {
+		t.Errorf("Clean through two layers = %d, %v; want the inner's 7", n, err)
 	}
 }
 
