@@ -68,6 +68,7 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().StringVar(&store.S3Bucket, "s3-bucket", "", "the S3 bucket")
 	c.Flags().StringVar(&store.S3Prefix, "s3-prefix", "", "a prefix for object names in the bucket")
 	c.Flags().BoolVar(&store.S3Insecure, "s3-insecure", false, "talk to S3 over plain HTTP")
+	addStoreLayerFlags(c.Flags(), &store.Layers)
 	c.Flags().BoolVar(&noLocal, "no-local-discovery", false, "neither announce this device on the LAN nor listen for others")
 	c.Flags().BoolVar(&noZstd, "no-seal-compression", false, "send chunks to untrusted receivers uncompressed: more to store, but their sizes no longer say how compressible your files are")
 	c.Flags().StringArrayVar(&find.DiscoveryServers, "discovery-server", nil, "a global discovery service to announce to and look devices up at, https://HOST:PORT/?id=ID (repeatable)")

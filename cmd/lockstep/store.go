@@ -21,6 +21,7 @@ type storeOptions struct {
 	S3Bucket   string
 	S3Prefix   string
 	S3Insecure bool // plain HTTP, for a server on the same host or network
+	Layers     storeLayerOptions
 }
 
 // Environment variables holding the S3 keys.
@@ -43,7 +44,7 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("opening blob store: %w", err)
 		}
-		return st, "local:" + dir, st.Close, nil
+		return layerStore(st, o.Layers, nil), "local:" + dir, st.Close, nil
 	}
 	if o.S3Bucket == "" {
 		return nil, "", nil, errors.New("--s3-endpoint needs --s3-bucket")
@@ -77,7 +78,7 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 	if o.S3Prefix != "" {
 		desc += "/" + o.S3Prefix
 	}
-	return st, desc, st.Close, nil
+	return layerStore(st, o.Layers, s3.Transient), desc, st.Close, nil
 }
 
 var errStopList = errors.New("stop listing")
