@@ -1,13 +1,14 @@
 package s3test
 
 import (
+	"encoding/xml"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,8 @@ type Proxy struct {
 	reset    atomic.Int64
 	stalled  atomic.Int64
 	closing  chan struct{}
+	mu       sync.Mutex // guards stopped and handlers.Add
+	stopped  bool
 	handlers sync.WaitGroup
 }
 
@@ -79,6 +82,9 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 		srv.Serve(ln)
 	}()
 	tb.Cleanup(func() {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
 		close(p.closing)
 		srv.Close()
 		<-served
@@ -107,7 +113,13 @@ func every(n int, seq int64) bool { return n > 0 && seq%int64(n) == 0 }
 
 func (p *Proxy) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		if p.stopped {
+			p.mu.Unlock()
+			panic(http.ErrAbortHandler)
+		}
 		p.handlers.Add(1)
+		p.mu.Unlock()
 		defer p.handlers.Done()
 		seq := p.seq.Add(1)
 		f := p.faults.Load()
@@ -149,7 +161,9 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 }
 
 func xmlEscape(s string) string {
-	return (&url.URL{Path: s}).EscapedPath()
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
 }
 
 // Faulty starts a proxy in front of the server and returns the Config of a
