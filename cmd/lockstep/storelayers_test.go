@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"lockstep/storage/blob"
+	"lockstep/storage/blob/local"
 	"lockstep/storage/blob/mem"
 	"lockstep/test/testutil"
 )
@@ -115,6 +117,27 @@ func TestLayerStore(t *testing.T) {
 	}
 	if _, ok := storeUsage(mem.New()); ok {
 		t.Error("storeUsage of a bare store")
+	}
+}
+
+// TestLayerStoreKeepsClean: the receiver removes a local store's stale
+// temporary files through its Clean method, found by type assertion.
+func TestLayerStoreKeepsClean(t *testing.T) {
+	st, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	o := storeLayerOptions{Concurrency: 1, Retries: 1, Logger: slog.New(&testutil.LogRecorder{})}
+	s := layerStore(st, o, func(error) bool { return true })
+	c, ok := s.(interface {
+		Clean(ctx context.Context, before time.Time) (int, error)
+	})
+	if !ok {
+		t.Fatal("the layers hide local.Store's Clean")
+	}
+	if _, err := c.Clean(t.Context(), time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }
 
