@@ -249,18 +249,19 @@ func (s *store) Create(ctx context.Context, key string, r io.Reader, size int64)
 	})
 }
 
-// holds reports whether the blob key holds exactly the bytes of b.
+// holds reports whether the blob key holds exactly the bytes of b, reading
+// it with retries of its own.
 func (s *store) holds(ctx context.Context, key string, b *body) (bool, error) {
 	ar, ok := b.attempt()
 	if !ok {
 		return false, nil
 	}
 	same := false
-	err := s.inner.Get(ctx, key, func(r io.Reader) error {
+	err := s.read(ctx, "get", key, func(r io.Reader) error {
 		var err error
 		same, err = equal(r, ar)
 		return err
-	})
+	}, func(fn func(io.Reader) error) error { return s.inner.Get(ctx, key, fn) })
 	return same, err
 }
 
