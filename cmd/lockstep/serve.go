@@ -74,6 +74,7 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().StringVar(&store.S3Profile, "s3-profile", "", "the profile of the AWS credentials file to take S3 keys from (default: $AWS_PROFILE, else default)")
 	c.Flags().StringVar(&store.S3StorageClass, "s3-storage-class", "", "the S3 storage class of chunks and packs, such as STANDARD_IA (logs and metadata stay STANDARD)")
 	c.Flags().BoolVar(&store.S3CreateBucket, "s3-create-bucket", false, "create the S3 bucket (in --s3-region) if it does not exist")
+	addStoreLayerFlags(c.Flags(), &store.Layers)
 	c.Flags().BoolVar(&noLocal, "no-local-discovery", false, "neither announce this device on the LAN nor listen for others")
 	c.Flags().BoolVar(&noZstd, "no-seal-compression", false, "send chunks to untrusted receivers uncompressed: more to store, but their sizes no longer say how compressible your files are")
 	c.Flags().StringArrayVar(&find.DiscoveryServers, "discovery-server", nil, "a global discovery service to announce to and look devices up at, https://HOST:PORT/?id=ID (repeatable)")

@@ -27,6 +27,7 @@ type storeOptions struct {
 	S3Profile      string // of the AWS credentials file
 	S3StorageClass string // of chunk bodies and packs
 	S3CreateBucket bool
+	Layers         storeLayerOptions
 }
 
 // Environment variables holding the S3 keys.
@@ -38,7 +39,7 @@ const (
 // openStore opens the node's blob store and says what it is.
 func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store, string, func() error, error) {
 	if o.S3Endpoint == "" {
-		if o != (storeOptions{S3Addressing: o.S3Addressing}) || o.S3Addressing != "" && o.S3Addressing != "auto" {
+		if o != (storeOptions{S3Addressing: o.S3Addressing, Layers: o.Layers}) || o.S3Addressing != "" && o.S3Addressing != "auto" {
 			return nil, "", nil, errors.New("the --s3-* flags need --s3-endpoint")
 		}
 		dir := filepath.Join(homeDir, "blobs")
@@ -49,7 +50,7 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("opening blob store: %w", err)
 		}
-		return st, "local:" + dir, st.Close, nil
+		return layerStore(st, o.Layers, nil), "local:" + dir, st.Close, nil
 	}
 	if o.S3Bucket == "" {
 		return nil, "", nil, errors.New("--s3-endpoint needs --s3-bucket")
@@ -76,7 +77,7 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 	if o.S3Prefix != "" {
 		desc += "/" + o.S3Prefix
 	}
-	return st, desc, st.Close, nil
+	return layerStore(st, o.Layers, s3.Transient), desc, st.Close, nil
 }
 
 var errStopList = errors.New("stop listing")

@@ -11,9 +11,13 @@
 // Without it, tests that need it fail when $CI is "true" and are skipped
 // otherwise.
 //
-// Invariants: a server listens on loopback only, keeps its data in a
-// directory of the test's, and is stopped (and waited for) in the test's
-// cleanup, so no process or goroutine outlives the test.
+// NewProxy and Server.Faulty put a reverse proxy in front of a server that
+// fails, resets or stalls requests as its Faults say, for tests of retries.
+//
+// Invariants: a server or proxy listens on loopback only, a server keeps
+// its data in a directory of the test's, and both are stopped (and waited
+// for) in the test's cleanup, so no process or goroutine outlives the
+// test.
 package s3test
 
 import (
