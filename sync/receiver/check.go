@@ -50,6 +50,23 @@ type tempLister interface {
 	Temps(ctx context.Context, prefix string, fn func(blob.Info) error) error
 }
 
+// tempListerOf finds the temp lister under any wrappers (retry, limit,
+// metering: they Unwrap): listing temporary files is a local look at
+// the disk, which those layers have nothing to add to.
+func tempListerOf(s blob.Store) (tempLister, bool) {
+	for s != nil {
+		if tl, ok := s.(tempLister); ok {
+			return tl, true
+		}
+		u, ok := s.(interface{ Unwrap() blob.Store })
+		if !ok {
+			return nil, false
+		}
+		s = u.Unwrap()
+	}
+	return nil, false
+}
+
 // Check compares what the store holds of an encrypted folder with what
 // the database says it holds, without any key, and returns a report in
 // mode "store" (Receiver empty). It fails with ErrNotHeld for a folder

@@ -117,7 +117,7 @@ func (c *storeCheck) metaAgrees(key string, m *meta) error {
 // temps reports the temporary files crashed writes left in the folder's
 // part of the store, if the store can list them.
 func (c *storeCheck) temps() error {
-	tl, ok := c.r.store.(tempLister)
+	tl, ok := tempListerOf(c.r.store)
 	if !ok {
 		return nil
 	}

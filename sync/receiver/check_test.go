@@ -17,6 +17,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/local"
 	"lockstep/storage/blob/mem"
+	"lockstep/storage/blob/metered"
 	"lockstep/storage/db"
 	"lockstep/sync/check"
 	"lockstep/sync/protocol"
@@ -382,7 +383,9 @@ func rewriteLogObject(t *testing.T, fx *checkFixture, key string, change func([]
 // period, not before; one of another folder is not this folder's.
 func TestCheckLeftover(t *testing.T) {
 	store, dir := checkStores["local"](t)
-	fx := fillForCheck(t, store, dir)
+	// Wrapped as serve wraps it: the check finds the temporary files
+	// under the layers.
+	fx := fillForCheck(t, metered.New(store, metered.NewMeter()), dir)
 	temp := "r/" + fx.fk + "/c/ab/.tmp-0123456789abcdef"
 	other := "r/" + folderKey("other") + "/.tmp-0123456789abcdef"
 	for _, p := range []string{temp, other} {
