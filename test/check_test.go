@@ -359,6 +359,17 @@ func TestCheckOnReceiver(t *testing.T) {
 			if res.code != 4 || !slices.Contains(problemsOf(out), "missing big.bin") {
 				t.Fatalf("trusted read-data check of the damaged store: exit %d, problems %q", res.code, problemsOf(out))
 			}
+
+			// What the store was asked, as a bill counts it.
+			var st web.Status
+			r.get("/rest/status", &st)
+			u := st.StoreUsage
+			if u == nil || u.Put.Requests == 0 || u.Put.Bytes < 2<<20 || u.Get.Requests == 0 || u.List.Requests == 0 {
+				t.Fatalf("the receiver's store usage: %+v", u)
+			}
+			if out := r.cli("status"); !strings.Contains(out, "store "+st.Store+" since ") || !strings.Contains(out, "PUT ") {
+				t.Errorf("status on the receiver does not show its store's requests:\n%s", out)
+			}
 		})
 	}
 }
@@ -427,6 +438,10 @@ func TestConsoleChecks(t *testing.T) {
 		cr.visit("/folders/docs", "#checks")
 		return cr.count("#check-last.ok") == 1
 	})
+	cr.visit("/", "#store-usage-table")
+	if got := cr.text(`#store-usage-table tr[data-kind="put"] td[data-label="Requests"]`); got == "" || got == "0" {
+		t.Errorf("the receiver's dashboard counts %q PUT requests", got)
+	}
 }
 
 // droppedRecord is a record dropRecord deleted.

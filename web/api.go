@@ -1,16 +1,24 @@
 package web
 
-import "time"
+import (
+	"time"
+
+	"lockstep/storage/blob/metered"
+)
 
 // The JSON shapes of the REST API (CONTRACT.md). The CLI decodes the same
 // types, so a renamed field breaks its tests, not just its users.
 
 // Status is GET /rest/status.
 type Status struct {
-	DeviceID string         `json:"deviceID"`
-	Store    string         `json:"store,omitempty"`
-	Folders  []FolderStatus `json:"folders"`
-	Devices  []DeviceStatus `json:"devices"`
+	DeviceID string `json:"deviceID"`
+	Store    string `json:"store,omitempty"`
+	// StoreUsage counts the blob store's calls and bytes per kind (put,
+	// get, head, list, delete) since the node started: with an S3 store,
+	// what its bill counts.
+	StoreUsage *metered.Snapshot `json:"storeUsage,omitempty"`
+	Folders    []FolderStatus    `json:"folders"`
+	Devices    []DeviceStatus    `json:"devices"`
 	// Discovery is how this node finds devices and is found.
 	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/skip2/go-qrcode"
 
 	"lockstep/crypt"
+	"lockstep/storage/blob/metered"
 	"lockstep/storage/db"
 )
 
@@ -113,6 +114,10 @@ type page struct {
 	Live live
 	// Names are the known devices' names by ID.
 	Names map[string]string
+	// Store and StoreUsage describe the blob store and its calls since
+	// start, for a node that holds encrypted folders.
+	Store      string
+	StoreUsage *metered.Snapshot
 }
 
 // live is how a page's panels follow the node: the event stream from
@@ -184,6 +189,11 @@ func (s *Server) fill(c echo.Context, p *page) error {
 		p.Pending.Folders = append(p.Pending.Folders, PendingFolder{Device: f.DeviceID, Folder: f.FolderID, Label: f.Label, FirstSeen: f.FirstSeen, Encrypted: f.Encrypted})
 	}
 	p.Discovery = s.discoveryStatus(p.Devices)
+	for _, f := range p.Folders {
+		if f.Receiver != nil {
+			p.Store, p.StoreUsage = s.cfg.Store, s.storeUsage()
+		}
+	}
 	return nil
 }
 

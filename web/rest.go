@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lockstep/crypt"
+	"lockstep/storage/blob/metered"
 	"lockstep/storage/db"
 	"lockstep/sync/connections"
 )
@@ -40,7 +41,19 @@ func (s *Server) getStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, Devices: devs, Folders: folders, Discovery: s.discoveryStatus(devs)})
+	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, StoreUsage: s.storeUsage(), Devices: devs, Folders: folders, Discovery: s.discoveryStatus(devs)})
+}
+
+// storeUsage is the blob store's usage, or nil when it is not metered.
+func (s *Server) storeUsage() *metered.Snapshot {
+	if s.cfg.StoreUsage == nil {
+		return nil
+	}
+	u, ok := s.cfg.StoreUsage()
+	if !ok {
+		return nil
+	}
+	return &u
 }
 
 func (s *Server) deviceStatus(c echo.Context) ([]DeviceStatus, error) {

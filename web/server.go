@@ -34,6 +34,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lockstep/crypt"
+	"lockstep/storage/blob/metered"
 	"lockstep/storage/db"
 	"lockstep/sync/check"
 	"lockstep/sync/connections"
@@ -71,6 +72,10 @@ type Config struct {
 	FolderRoot string
 	// Store describes the node's blob store, e.g. "local:/path".
 	Store string
+	// StoreUsage returns the blob store's requests and bytes per kind
+	// since start (storage/blob/metered); nil, or ok false, when the
+	// store is not metered.
+	StoreUsage func() (metered.Snapshot, bool)
 	// Home is the node's home directory. A console bound beyond loopback
 	// keeps its HTTPS certificate there (CertFile, KeyFile); before the
 	// admin password is set, the first run's setup token is there

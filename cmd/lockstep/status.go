@@ -62,6 +62,11 @@ func printStatus(w io.Writer, st web.Status) {
 				p.Device, strconv.QuoteToGraphic(names[p.Device]), when(p.LastContact, p.Connected), when(p.LastStored, false))
 		}
 	}
+	if u := st.StoreUsage; u != nil && holdsEncrypted(st) {
+		fmt.Fprintf(w, "store %s since %s: PUT %d (%s), GET %d (%s), HEAD %d, LIST %d, DELETE %d requests\n",
+			st.Store, u.Since.Local().Format(time.DateTime), u.Put.Requests, byteSize(u.Put.Bytes), u.Get.Requests, byteSize(u.Get.Bytes),
+			u.Head.Requests, u.List.Requests, u.Delete.Requests)
+	}
 	for _, d := range st.Devices {
 		state := "disconnected"
 		if d.Connected {
@@ -97,4 +102,15 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// holdsEncrypted reports whether the node holds a folder for others: its
+// blob store is then worth showing.
+func holdsEncrypted(st web.Status) bool {
+	for _, f := range st.Folders {
+		if f.Receiver != nil {
+			return true
+		}
+	}
+	return false
 }
