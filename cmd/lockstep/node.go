@@ -45,6 +45,10 @@ type nodeOptions struct {
 	// NoSealCompression: chunks for receivers are not compressed
 	// (backup.Options.NoCompression).
 	NoSealCompression bool
+	// OpaqueStore: encrypted folders this node starts holding are kept
+	// under segments of the home's store key (made if missing), their
+	// IDs and meta hidden from whoever reads the store.
+	OpaqueStore bool
 	Logger            *slog.Logger
 	// Ready, if set, is called once the node listens and serve.json is
 	// written.
@@ -109,10 +113,28 @@ func runNode(parent context.Context, opts nodeOptions) error {
 		return err
 	}
 	defer closeStore()
-	if err := rebuildIfLost(ctx, database, store, log); err != nil {
+	storeKey, hasKey, err := home.LoadStoreKey(opts.Home)
+	if err == nil && opts.OpaqueStore && !hasKey {
+		storeKey, err = home.LoadOrCreateStoreKey(opts.Home)
+		hasKey = err == nil
+		if hasKey {
+			log.Warn("made a store key: keep a copy of it with your store's credentials, rebuilding this receiver's folders from the store needs it", "file", filepath.Join(opts.Home, home.StoreKeyFile))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	var keyRef *crypt.StoreKey
+	if hasKey {
+		keyRef = &storeKey
+	}
+	if err := rebuildIfLost(ctx, database, store, keyRef, log); err != nil {
 		return err
 	}
 	recv := receiver.New(id.ID, database, store, log)
+	if hasKey {
+		recv.SetStoreKey(storeKey, opts.OpaqueStore)
+	}
 	bus := events.NewBus(0)
 	recv.SetEvents(bus)
 	// Loaded before the node says it is ready, so its status is complete
@@ -197,7 +219,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 // rebuildIfLost rebuilds a receiver's database from its store when the
 // database has no folders but the store holds some: the disk holding the
 // database was lost, the bucket was not.
-func rebuildIfLost(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger) error {
+func rebuildIfLost(ctx context.Context, database *db.DB, store blob.Store, key *crypt.StoreKey, log *slog.Logger) error {
 	folders, err := database.Folders(ctx)
 	if err != nil || len(folders) > 0 {
 		return err
@@ -210,7 +232,7 @@ func rebuildIfLost(ctx context.Context, database *db.DB, store blob.Store, log *
 		return nil
 	}
 	log.Info("the database is empty but the store holds encrypted folders: rebuilding")
-	ids, err := receiver.Rebuild(ctx, database, store, log)
+	ids, err := receiver.RebuildWithKey(ctx, database, store, key, log)
 	if err != nil {
 		return fmt.Errorf("rebuilding the database from the store: %w", err)
 	}

@@ -13,16 +13,17 @@ import (
 
 func newServe(g *globals) *cobra.Command {
 	var (
-		listen   []string
-		gui      string
-		guiHosts []string
-		noGUI    bool
-		logLevel string
-		name     string
-		store    storeOptions
-		find     findOptions
-		noLocal  bool
-		noZstd   bool
+		listen      []string
+		gui         string
+		guiHosts    []string
+		noGUI       bool
+		logLevel    string
+		name        string
+		store       storeOptions
+		find        findOptions
+		noLocal     bool
+		noZstd      bool
+		opaqueStore bool
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -52,7 +53,7 @@ func newServe(g *globals) *cobra.Command {
 				}
 			}
 			find.LocalDiscovery = !noLocal
-			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, GUIHosts: guiHosts, Logger: log, Store: store, Find: find, NoSealCompression: noZstd}
+			opts := nodeOptions{Home: dir, Name: name, Listen: listen, GUI: gui, GUIHosts: guiHosts, Logger: log, Store: store, Find: find, NoSealCompression: noZstd, OpaqueStore: opaqueStore}
 			if noGUI {
 				opts.GUI = ""
 			}
@@ -76,6 +77,7 @@ func newServe(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&store.S3CreateBucket, "s3-create-bucket", false, "create the S3 bucket (in --s3-region) if it does not exist")
 	addStoreLayerFlags(c.Flags(), &store.Layers)
 	c.Flags().BoolVar(&noLocal, "no-local-discovery", false, "neither announce this device on the LAN nor listen for others")
+	c.Flags().BoolVar(&opaqueStore, "opaque-store", false, "keep encrypted folders this node starts holding under names its store key (store.key in the home, made if missing) derives, so the store shows neither their IDs nor their settings; rebuilding them from the store needs that key")
 	c.Flags().BoolVar(&noZstd, "no-seal-compression", false, "send chunks to untrusted receivers uncompressed: more to store, but their sizes no longer say how compressible your files are")
 	c.Flags().StringArrayVar(&find.DiscoveryServers, "discovery-server", nil, "a global discovery service to announce to and look devices up at, https://HOST:PORT/?id=ID (repeatable)")
 	c.Flags().StringArrayVar(&find.RelayServers, "relay-server", nil, "a relay to be reachable through, relay://HOST:PORT/?id=ID (repeatable)")

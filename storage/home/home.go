@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"lockstep/crypt"
 )
 
 // File names inside a home.
@@ -24,6 +26,10 @@ const (
 	APIKeyFile   = "apikey"
 	ServeFile    = "serve.json"
 	DatabaseFile = "lockstep.db"
+	// StoreKeyFile holds a receiver's store key (crypt.StoreKey) when
+	// its folders are stored opaquely: rebuilding them from the store
+	// alone needs it.
+	StoreKeyFile = "store.key"
 )
 
 // ErrNoDaemon means no daemon is running for a home.
@@ -174,4 +180,36 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// LoadStoreKey returns the home's store key; ok is false when it has none.
+func LoadStoreKey(dir string) (key crypt.StoreKey, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, StoreKeyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return crypt.StoreKey{}, false, nil
+	}
+	if err != nil {
+		return crypt.StoreKey{}, false, fmt.Errorf("reading the store key: %w", err)
+	}
+	key, err = crypt.ParseStoreKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return crypt.StoreKey{}, false, fmt.Errorf("%s: %w", filepath.Join(dir, StoreKeyFile), err)
+	}
+	return key, true, nil
+}
+
+// LoadOrCreateStoreKey returns the home's store key, making a random one
+// first if it has none.
+func LoadOrCreateStoreKey(dir string) (crypt.StoreKey, error) {
+	key, ok, err := LoadStoreKey(dir)
+	if err != nil || ok {
+		return key, err
+	}
+	if key, err = crypt.NewStoreKey(); err != nil {
+		return crypt.StoreKey{}, err
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, StoreKeyFile), []byte(key.String()+"\n"), 0o600); err != nil {
+		return crypt.StoreKey{}, fmt.Errorf("writing the store key: %w", err)
+	}
+	return key, nil
 }

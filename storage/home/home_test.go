@@ -86,3 +86,28 @@ func TestServeInfoLifecycle(t *testing.T) {
 		t.Errorf("left files behind: %v", entries)
 	}
 }
+
+func TestStoreKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, ok, err := LoadStoreKey(dir); ok || err != nil {
+		t.Fatalf("a home without a store key: ok %v, %v", ok, err)
+	}
+	k, err := LoadOrCreateStoreKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, StoreKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("store key file: %v, %v", fi, err)
+	}
+	again, err := LoadOrCreateStoreKey(dir)
+	if err != nil || again != k {
+		t.Fatal("a second LoadOrCreateStoreKey made another key")
+	}
+	if err := os.WriteFile(filepath.Join(dir, StoreKeyFile), []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadStoreKey(dir); err == nil {
+		t.Fatal("a damaged store key file loads")
+	}
+}

@@ -101,7 +101,7 @@ func (m *logMerge) check(info blob.Info, first, next int64) error {
 	data, err := getLimited(c.ctx, c.r.store, info.Key, maxLogSize)
 	if err == nil {
 		c.rep.BytesRead += int64(len(data))
-		wire, err = parseLog(c.f.id, info.Key, data)
+		wire, err = parseLog(logFolder(c.f.fk, c.f.id), info.Key, data)
 	}
 	if err != nil {
 		var held seqRun

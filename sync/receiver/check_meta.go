@@ -61,7 +61,7 @@ func (c *storeCheck) meta(info blob.Info) error {
 		return c.unreadable(info.Key, err)
 	}
 	c.rep.BytesRead += int64(len(data))
-	m, err := parseMeta(c.f.fk, data)
+	m, err := parseMeta(c.f.fk, data, c.r.storeKey)
 	switch {
 	case err != nil:
 		c.add(check.Problem{Kind: check.Damaged, Object: info.Key, Detail: err.Error()})

@@ -471,7 +471,7 @@ func (r *Receiver) commit(ctx context.Context, f *folder, keep []*protocol.Seale
 			}
 		}
 	}
-	logObj, err := proto.Marshal(&protocol.SealedIndex{Folder: f.id, Records: toWire(recs)})
+	logObj, err := proto.Marshal(&protocol.SealedIndex{Folder: logFolder(f.fk, f.id), Records: toWire(recs)})
 	if err != nil {
 		return fmt.Errorf("encoding log object: %w", err)
 	}

@@ -159,8 +159,49 @@ func (m *meta) encode() []byte {
 	return append(b, '\n')
 }
 
-// parseMeta decodes the meta object of the folder stored under fk.
-func parseMeta(fk string, data []byte) (*meta, error) {
+// ErrNoStoreKey means a folder is stored under a store key this node
+// lacks (the home's store.key).
+var ErrNoStoreKey = errors.New("the folder is stored under a store key this node lacks (copy store.key from the home that wrote it)")
+
+// opaque reports whether fk is a segment a store key made.
+func opaque(fk string) bool { return strings.HasPrefix(fk, crypt.OpaqueSegmentPrefix) }
+
+// logFolder is the folder name the log objects of the folder stored
+// under fk carry: its ID, or nothing in an opaque segment, whose log
+// objects must not name it.
+func logFolder(fk, folderID string) string {
+	if opaque(fk) {
+		return ""
+	}
+	return folderID
+}
+
+// metaForStore is the meta object plain as the store keeps it under fk:
+// sealed with key in an opaque segment.
+func metaForStore(fk string, plain []byte, key *crypt.StoreKey) ([]byte, error) {
+	if !opaque(fk) {
+		return plain, nil
+	}
+	if key == nil {
+		return nil, fmt.Errorf("writing the meta of %s: %w", fk, ErrNoStoreKey)
+	}
+	return key.SealMeta(fk, plain)
+}
+
+// parseMeta decodes the meta object of the folder stored under fk, as
+// the store holds it (a sealed one opens with key) or plain, as the
+// receiver keeps it in memory.
+func parseMeta(fk string, data []byte, key *crypt.StoreKey) (*meta, error) {
+	if crypt.IsSealedMeta(data) {
+		if key == nil {
+			return nil, fmt.Errorf("meta of %s: %w", fk, ErrNoStoreKey)
+		}
+		plain, err := key.OpenMeta(fk, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: meta of %s: %w", ErrCorrupt, fk, err)
+		}
+		data = plain
+	}
 	var m meta
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: meta of %s: %w", ErrCorrupt, fk, err)
@@ -168,7 +209,7 @@ func parseMeta(fk string, data []byte) (*meta, error) {
 	switch {
 	case m.ID == "":
 		return nil, fmt.Errorf("%w: meta of %s: empty folder ID", ErrCorrupt, fk)
-	case folderKey(m.ID) != fk:
+	case folderKey(m.ID) != fk && (key == nil || key.Segment(m.ID) != fk):
 		return nil, fmt.Errorf("%w: meta of %s names folder %q", ErrCorrupt, fk, m.ID)
 	case m.LogID == 0:
 		return nil, fmt.Errorf("%w: meta of %s: log ID 0", ErrCorrupt, fk)

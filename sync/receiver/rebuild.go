@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
@@ -73,6 +74,13 @@ type storedFolder struct {
 // has folders, and fails with ErrCorrupt on store content that breaks the
 // layout.
 func Rebuild(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger) ([]string, error) {
+	return RebuildWithKey(ctx, database, store, nil, log)
+}
+
+// RebuildWithKey is Rebuild that opens the folders stored under key (a
+// crypt.StoreKey's segments, serve --opaque-store); without it (nil)
+// such folders fail with ErrNoStoreKey.
+func RebuildWithKey(ctx context.Context, database *db.DB, store blob.Store, key *crypt.StoreKey, log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -93,7 +101,7 @@ func Rebuild(ctx context.Context, database *db.DB, store blob.Store, log *slog.L
 			log.Warn("receiver data without a meta object in the store, skipped", "key", "r/"+sf.fk)
 			continue
 		}
-		id, err := rebuildFolder(ctx, database, store, log, sf)
+		id, err := rebuildFolder(ctx, database, store, key, log, sf)
 		if err != nil {
 			return rebuilt, fmt.Errorf("rebuilding from the store: %w", err)
 		}
@@ -152,12 +160,12 @@ func scanStore(ctx context.Context, store blob.Store) ([]*storedFolder, error) {
 }
 
 // rebuildFolder restores one folder and returns its ID.
-func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *slog.Logger, sf *storedFolder) (string, error) {
+func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, key *crypt.StoreKey, log *slog.Logger, sf *storedFolder) (string, error) {
 	data, err := getLimited(ctx, store, metaKey(sf.fk), maxMetaSize)
 	if err != nil {
 		return "", err
 	}
-	m, err := parseMeta(sf.fk, data)
+	m, err := parseMeta(sf.fk, data, key)
 	if err != nil {
 		return "", err
 	}
@@ -170,6 +178,9 @@ func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *
 		}
 	}
 	if err := database.PutFolder(ctx, db.Folder{ID: m.ID, Label: m.Label, Path: m.Path, Type: db.Encrypted}); err != nil {
+		return "", err
+	}
+	if _, err := database.InitReceiverSegment(ctx, m.ID, sf.fk); err != nil {
 		return "", err
 	}
 	for _, d := range m.Devices {
@@ -203,22 +214,22 @@ func rebuildFolder(ctx context.Context, database *db.DB, store blob.Store, log *
 	}
 	listed := make(map[string]bool) // chunks already in the database
 	var last int64
-	for _, key := range sf.logs {
-		data, err := getLimited(ctx, store, key, maxLogSize)
+	for _, objKey := range sf.logs {
+		data, err := getLimited(ctx, store, objKey, maxLogSize)
 		if err != nil {
 			return "", err
 		}
-		wire, err := parseLog(m.ID, key, data)
+		wire, err := parseLog(logFolder(sf.fk, m.ID), objKey, data)
 		if err != nil {
 			return "", err
 		}
-		if first, _ := logFirst(key); first <= last {
-			return "", fmt.Errorf("%w: %s overlaps the log before it (up to %d)", ErrCorrupt, key, last)
+		if first, _ := logFirst(objKey); first <= last {
+			return "", fmt.Errorf("%w: %s overlaps the log before it (up to %d)", ErrCorrupt, objKey, last)
 		}
 		last = wire[len(wire)-1].GetSequence()
 		recs, chunks := restoreRecords(log, m.ID, wire, sf.chunks, listed)
 		if err := database.AppendSealed(ctx, m.ID, recs, chunks); err != nil {
-			return "", fmt.Errorf("%s: %w", key, err)
+			return "", fmt.Errorf("%s: %w", objKey, err)
 		}
 	}
 	return m.ID, nil

@@ -329,7 +329,7 @@ func FuzzParseMeta(f *testing.F) {
 	f.Add(folderKey(folderID), m.encode())
 	f.Add(folderKey(folderID), []byte(`{"id":"f","logID":1,"highWater":{"sequence":1,"counters":[{"origin":"zz","counter":1}]}}`))
 	f.Fuzz(func(t *testing.T, fk string, data []byte) {
-		got, err := parseMeta(fk, data)
+		got, err := parseMeta(fk, data, nil)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
@@ -339,7 +339,7 @@ func FuzzParseMeta(f *testing.F) {
 		if got.ID == "" || folderKey(got.ID) != fk || got.LogID == 0 {
 			t.Fatalf("accepted %+v", got)
 		}
-		again, err := parseMeta(fk, got.encode())
+		again, err := parseMeta(fk, got.encode(), nil)
 		if err != nil || !bytes.Equal(again.encode(), got.encode()) {
 			t.Fatalf("round trip of %+v: %v", got, err)
 		}

@@ -67,6 +67,11 @@ type Receiver struct {
 	batchBytes atomic.Int64 // about the largest SealedIndex sent; tests lower it
 	packBelow  atomic.Int64 // chunks shorter than this are packed; tests change it
 
+	// storeKey, when set, opens folders stored opaquely; with opaqueNew,
+	// folders loaded for the first time are stored so (SetStoreKey).
+	storeKey  *crypt.StoreKey
+	opaqueNew bool
+
 	mu      sync.Mutex
 	folders map[string]*folder
 	links   map[linkKey]*link
@@ -97,6 +102,36 @@ type folder struct {
 	shared map[crypt.DeviceID]bool
 	meta   []byte        // the meta object last written or found in the store
 	wake   chan struct{} // closed, and replaced, at every append
+}
+
+// SetStoreKey gives the receiver the home's store key: folders stored
+// under a segment it made (crypt.StoreKey) open with it, and with
+// opaqueNew a folder this receiver starts holding is stored so, its ID
+// and meta hidden from whoever reads the store. A folder keeps the
+// segment it was first given (the database records it). Call it before
+// Reload.
+func (r *Receiver) SetStoreKey(key crypt.StoreKey, opaqueNew bool) {
+	r.storeKey, r.opaqueNew = &key, opaqueNew
+}
+
+// segment returns where the store keeps folderID, choosing it on the
+// folder's first load.
+func (r *Receiver) segment(ctx context.Context, folderID string) (string, error) {
+	seg, err := r.db.ReceiverSegment(ctx, folderID)
+	if errors.Is(err, db.ErrNotFound) {
+		want := folderKey(folderID)
+		if r.opaqueNew && r.storeKey != nil {
+			want = r.storeKey.Segment(folderID)
+		}
+		seg, err = r.db.InitReceiverSegment(ctx, folderID, want)
+	}
+	if err != nil {
+		return "", err
+	}
+	if opaque(seg) && (r.storeKey == nil || r.storeKey.Segment(folderID) != seg) {
+		return "", fmt.Errorf("folder %q: %w", folderID, ErrNoStoreKey)
+	}
+	return seg, nil
 }
 
 // SetEvents makes the receiver publish its ingest's progress on bus.
@@ -182,7 +217,10 @@ func (r *Receiver) Reload(ctx context.Context) error {
 // load reads one encrypted folder, creating its log ID and writing its
 // meta object when needed.
 func (r *Receiver) load(ctx context.Context, f db.Folder, devices map[string]db.Device) (*folder, error) {
-	fk := folderKey(f.ID)
+	fk, err := r.segment(ctx, f.ID)
+	if err != nil {
+		return nil, err
+	}
 	if err := blob.ValidKey(metaKey(fk)); err != nil {
 		return nil, fmt.Errorf("folder ID too long for the store: %w", err)
 	}
@@ -240,9 +278,19 @@ func (r *Receiver) load(ctx context.Context, f db.Folder, devices map[string]db.
 		if err != nil && !errors.Is(err, blob.ErrNotExist) {
 			return nil, fmt.Errorf("reading meta: %w", err)
 		}
+		if crypt.IsSealedMeta(known) && r.storeKey != nil {
+			// Compared as plain: each sealing has a nonce of its own.
+			if plain, err := r.storeKey.OpenMeta(fk, known); err == nil {
+				known = plain
+			}
+		}
 	}
 	if !bytes.Equal(known, nf.meta) {
-		if err := r.store.Put(ctx, metaKey(fk), bytes.NewReader(nf.meta), int64(len(nf.meta))); err != nil {
+		data, err := metaForStore(fk, nf.meta, r.storeKey)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.store.Put(ctx, metaKey(fk), bytes.NewReader(data), int64(len(data))); err != nil {
 			return nil, fmt.Errorf("writing meta: %w", err)
 		}
 	}
@@ -321,7 +369,7 @@ func (r *Receiver) clusterFolder(ctx context.Context, f *folder) (*protocol.Fold
 	if err != nil {
 		return nil, err
 	}
-	m, err := parseMeta(f.fk, f.metaCopy(r))
+	m, err := parseMeta(f.fk, f.metaCopy(r), r.storeKey)
 	if err != nil {
 		return nil, err
 	}

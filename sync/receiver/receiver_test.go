@@ -146,7 +146,7 @@ func TestClusterFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := parseMeta(folderKey(folderID), data)
+	m, err := parseMeta(folderKey(folderID), data, nil)
 	if err != nil || len(m.Devices) != 0 || m.LogID != n.logID(t) || m.Label != "Docs" || m.Path != "/srv/f" {
 		t.Fatalf("meta = %+v, %v", m, err)
 	}

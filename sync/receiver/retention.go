@@ -126,17 +126,21 @@ func (r *Receiver) held(folderID string) (*folder, error) {
 // updateMeta applies change to f's meta object and writes it to the
 // store. The caller holds f.append.
 func (r *Receiver) updateMeta(ctx context.Context, f *folder, change func(*meta)) error {
-	m, err := parseMeta(f.fk, f.metaCopy(r))
+	m, err := parseMeta(f.fk, f.metaCopy(r), r.storeKey)
 	if err != nil {
 		return err
 	}
 	change(m)
-	data := m.encode()
+	plain := m.encode()
+	data, err := metaForStore(f.fk, plain, r.storeKey)
+	if err != nil {
+		return err
+	}
 	if err := r.store.Put(ctx, metaKey(f.fk), bytes.NewReader(data), int64(len(data))); err != nil {
 		return fmt.Errorf("writing meta: %w", err)
 	}
 	r.mu.Lock()
-	f.meta = data
+	f.meta = plain
 	r.mu.Unlock()
 	return nil
 }
@@ -468,7 +472,7 @@ func (r *Receiver) rewriteLog(ctx context.Context, f *folder, key string, drop m
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", key, err)
 	}
-	wire, err := parseLog(f.id, key, data)
+	wire, err := parseLog(logFolder(f.fk, f.id), key, data)
 	if err != nil {
 		return err
 	}
@@ -487,7 +491,7 @@ func (r *Receiver) rewriteLog(ctx context.Context, f *folder, key string, drop m
 		}
 		return nil
 	}
-	obj, err := proto.Marshal(&protocol.SealedIndex{Folder: f.id, Records: rest})
+	obj, err := proto.Marshal(&protocol.SealedIndex{Folder: logFolder(f.fk, f.id), Records: rest})
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", key, err)
 	}

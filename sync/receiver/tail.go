@@ -39,7 +39,7 @@ func (r *Receiver) replayTail(ctx context.Context, folderID, fk string) error {
 		if err != nil {
 			return err
 		}
-		wire, err := parseLog(folderID, key, data)
+		wire, err := parseLog(logFolder(fk, folderID), key, data)
 		if first, _ := logFirst(key); err != nil || first != last+1 {
 			r.log.Warn("log object beyond the database does not follow on; left for the next batch to replace", "folder", folderID, "key", key, "err", err)
 			return nil
