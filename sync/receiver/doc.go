@@ -68,7 +68,10 @@
 //   - A peer gets data only of folders this node holds as encrypted and
 //     shares with it.
 //
-// Store layout (fk is the hex of the folder ID's bytes):
+// Store layout (fk is the folder's segment, recorded in the database: the
+// hex of the folder ID's bytes, or, for a folder first loaded with a store
+// key and opaqueNew (SetStoreKey), crypt.StoreKey.Segment of its ID, whose
+// meta object is sealed with the key and whose log objects name no folder):
 //
 //	r/<fk>/meta.json                  folder, devices, log ID, retention, high-water marks (JSON)
 //	r/<fk>/c/<chunk id hex>           a sealed chunk body of 128 KiB or more
