@@ -115,6 +115,35 @@ type Batcher interface {
 	Sync(ctx context.Context) error
 }
 
+// BatchDeleter is the optional ability to delete many blobs in few
+// requests (S3's DeleteObjects), for garbage collection. Found by type
+// assertion on a Store; the function DeleteBatch falls back to one Delete
+// per key for a store without it.
+type BatchDeleter interface {
+	// DeleteBatch deletes the blobs of keys, a key with no blob counting
+	// as deleted, and returns the keys it knows gone, in the order of
+	// keys. With an error, the keys not returned may or may not be gone;
+	// a key is never returned that is still there.
+	DeleteBatch(ctx context.Context, keys []string) (deleted []string, err error)
+}
+
+// DeleteBatch deletes keys as BatchDeleter describes, through s's
+// DeleteBatch when it has one, else with one Delete per key, stopping at
+// the first that fails.
+func DeleteBatch(ctx context.Context, s Store, keys []string) ([]string, error) {
+	if b, ok := s.(BatchDeleter); ok {
+		return b.DeleteBatch(ctx, keys)
+	}
+	deleted := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if err := s.Delete(ctx, k); err != nil && !errors.Is(err, ErrNotExist) {
+			return deleted, err
+		}
+		deleted = append(deleted, k)
+	}
+	return deleted, nil
+}
+
 // RangeReader is the optional ability to read part of a blob without
 // reading the rest, for packs of small chunks served one at a time. Found
 // by type assertion on a Store; the function GetRange falls back to Get

@@ -66,10 +66,8 @@ func (r *Receiver) planPacks(ctx context.Context, f *folder, garbage []db.Sealed
 // Ingests are not disturbed: no chunk row uses a dropped pack, none is
 // pending, and a repack moves rows without removing any.
 func (r *Receiver) collectPacks(ctx context.Context, f *folder, pp *packPlan) error {
-	for _, key := range pp.drop {
-		if err := r.store.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotExist) {
-			return fmt.Errorf("deleting pack: %w", err)
-		}
+	if _, err := blob.DeleteBatch(ctx, r.store, pp.drop); err != nil {
+		return fmt.Errorf("deleting packs: %w", err)
 	}
 	return r.repack(ctx, f, pp.repack)
 }

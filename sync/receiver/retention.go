@@ -510,20 +510,29 @@ func (r *Receiver) collect(ctx context.Context, f *folder, garbage []db.SealedCh
 	// gone and fetches.
 	defer f.collected.Add(1)
 	ids := make([][]byte, 0, len(garbage))
+	var keys []string
+	byKey := map[string][]byte{}
 	for _, c := range garbage {
 		if c.Pack != nil {
 			// Its bytes go with its pack (collectPacks).
 			ids = append(ids, c.ID)
 			continue
 		}
-		if err := r.store.Delete(ctx, chunkKey(f.fk, c.ID)); err != nil && !errors.Is(err, blob.ErrNotExist) {
-			// Rows of the chunks already gone go now; the rest stay.
-			if derr := r.db.DeleteSealedChunks(ctx, f.id, ids); derr != nil {
-				return errors.Join(fmt.Errorf("deleting chunk %x: %w", c.ID, err), derr)
-			}
-			return fmt.Errorf("deleting chunk %x: %w", c.ID, err)
-		}
-		ids = append(ids, c.ID)
+		k := chunkKey(f.fk, c.ID)
+		keys, byKey[k] = append(keys, k), c.ID
 	}
-	return r.db.DeleteSealedChunks(ctx, f.id, ids)
+	// In batches: on S3 one request deletes a thousand.
+	deleted, err := blob.DeleteBatch(ctx, r.store, keys)
+	for _, k := range deleted {
+		ids = append(ids, byKey[k])
+	}
+	// Rows of the chunks gone go; those of chunks that may still be
+	// there stay, for the next collection.
+	if derr := r.db.DeleteSealedChunks(ctx, f.id, ids); derr != nil || err != nil {
+		if err != nil {
+			err = fmt.Errorf("deleting %d of %d chunks: %w", len(keys)-len(deleted), len(keys), err)
+		}
+		return errors.Join(err, derr)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/mem"
+	"lockstep/storage/blob/metered"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
 	"lockstep/test/testutil"
@@ -476,4 +477,45 @@ func benchNode(b *testing.B) *node {
 		}
 	}
 	return n
+}
+
+// TestCollectBatchesDeletes: garbage collection on S3 deletes its chunks
+// in one DeleteObjects request, not one request (and a HEAD) each, and
+// keeps what it must.
+func TestCollectBatchesDeletes(t *testing.T) {
+	ctx := context.Background()
+	meter := metered.NewMeter()
+	store := metered.New(s3Store(t), meter)
+	p := newTrusted()
+	n := newNode(t, store, p.id)
+	old := time.Now().Add(-48 * time.Hour)
+	var garbage []db.SealedChunk
+	for range 40 {
+		garbage = append(garbage, db.SealedChunk{ID: n.putChunk(t, 200<<10), Size: 200 << 10, StoredAt: old})
+	}
+	kept := n.putChunk(t, 64)
+	n.commitRecs(t, stamped(p, 1, 1, old, false, kept))
+	if err := n.db.AppendSealed(ctx, folderID, nil, garbage); err != nil {
+		t.Fatal(err)
+	}
+	before := meter.Snapshot()
+	res, err := n.r.Prune(ctx, folderID, PruneOptions{Grace: time.Hour})
+	if err != nil || res.Chunks != 40 {
+		t.Fatalf("prune = %+v, %v; want 40 chunks collected", res, err)
+	}
+	after := meter.Snapshot()
+	if d := after.Delete.Requests - before.Delete.Requests; d != 1 {
+		t.Errorf("collecting 40 chunks took %d DELETE requests, want 1", d)
+	}
+	for _, c := range garbage {
+		if _, err := store.Stat(ctx, chunkKey(folderKey(folderID), c.ID)); !errors.Is(err, blob.ErrNotExist) {
+			t.Fatalf("collected chunk %x still in the store: %v", c.ID[:4], err)
+		}
+	}
+	if _, err := store.Stat(ctx, chunkKey(folderKey(folderID), kept)); err != nil {
+		t.Fatalf("the kept chunk: %v", err)
+	}
+	if sizes := n.chunkSizes(t); len(sizes) != 1 {
+		t.Fatalf("%d chunk rows after the prune, want the kept one", len(sizes))
+	}
 }

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) blob.Store) {
 		{"CreateConcurrent", testCreateConcurrent},
 		{"Batcher", testBatcher},
 		{"GetRange", testGetRange},
+		{"DeleteBatch", testDeleteBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

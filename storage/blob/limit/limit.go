@@ -203,6 +203,15 @@ func (s *store) Delete(ctx context.Context, key string) error {
 	return s.inner.Delete(ctx, key)
 }
 
+// DeleteBatch takes one slot for the whole batch.
+func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error) {
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	return blob.DeleteBatch(ctx, s.inner, keys)
+}
+
 // relistError says List could not take its slot back after a callback.
 type relistError struct{ err error }
 

@@ -18,6 +18,7 @@ package logged
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -147,6 +148,15 @@ func (s *store) Delete(ctx context.Context, key string) error {
 		s.done(ctx, "delete", key, 0, start, err)
 	}
 	return err
+}
+
+func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error) {
+	start := time.Now()
+	deleted, err := blob.DeleteBatch(ctx, s.inner, keys)
+	if s.on(ctx) {
+		s.done(ctx, "delete batch", fmt.Sprintf("%d keys, %d deleted", len(keys), len(deleted)), 0, start, err)
+	}
+	return deleted, err
 }
 
 func (s *store) List(ctx context.Context, prefix string, fn func(blob.Info) error) error {

@@ -199,6 +199,28 @@ func (s *store) Delete(ctx context.Context, key string) error {
 	return err
 }
 
+// DeleteBatch counts a batch the inner store deletes in one go as one
+// DELETE request per deleteBatchSize keys (S3's DeleteObjects), and one
+// per key otherwise.
+func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error) {
+	deleted, err := blob.DeleteBatch(ctx, s.inner, keys)
+	requests := len(keys)
+	if _, ok := s.inner.(blob.BatchDeleter); ok {
+		requests = (len(keys) + deleteBatchSize - 1) / deleteBatchSize
+	}
+	for i := range requests {
+		var e error
+		if i == requests-1 {
+			e = err
+		}
+		s.m.count(Delete, 0, e)
+	}
+	return deleted, err
+}
+
+// deleteBatchSize is how many keys one S3 DeleteObjects request takes.
+const deleteBatchSize = 1000
+
 func (s *store) List(ctx context.Context, prefix string, fn func(blob.Info) error) error {
 	var fnErr error
 	err := s.inner.List(ctx, prefix, func(info blob.Info) error {

@@ -329,6 +329,39 @@ func (s *store) Delete(ctx context.Context, key string) error {
 	return s.do(ctx, "delete", key, func(int) error { return s.inner.Delete(ctx, key) })
 }
 
+// DeleteBatch retries the keys not yet deleted.
+func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error) {
+	var deleted []string
+	left := keys
+	err := s.do(ctx, "delete batch", fmt.Sprintf("%d keys", len(keys)), func(int) error {
+		gone, err := blob.DeleteBatch(ctx, s.inner, left)
+		deleted = append(deleted, gone...)
+		left = without(left, gone)
+		return err
+	})
+	return inOrder(keys, deleted), err
+}
+
+// without returns keys less those in gone (both in keys' order).
+func without(keys, gone []string) []string {
+	g := make(map[string]bool, len(gone))
+	for _, k := range gone {
+		g[k] = true
+	}
+	var out []string
+	for _, k := range keys {
+		if !g[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// inOrder returns the keys of keys that are in set, in keys' order.
+func inOrder(keys, set []string) []string {
+	return without(keys, without(keys, set))
+}
+
 func (s *store) List(ctx context.Context, prefix string, fn func(blob.Info) error) error {
 	var last string // the last key given to fn
 	given := false

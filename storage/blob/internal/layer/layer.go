@@ -8,6 +8,8 @@
 //     blob.RangeReader and Cleaner if and only if the inner store does, so
 //     a caller's type assertion gives the same answer through any stack of
 //     layers; a layer is never asked for an ability its inner store lacks.
+//   - It always implements blob.BatchDeleter: the layer passes a batch to
+//     the inner store's DeleteBatch, or deletes key by key without one.
 //   - It also has Unwrap() blob.Store, returning the inner store, and
 //     MaxKeyLen() int, the inner store's MaxKeyLen or blob.MaxKeyLen.
 //   - Of finds the Layer behind a value Wrap returned, so a layer's own
@@ -37,13 +39,17 @@ type Layer interface {
 	blob.Creator
 	blob.Batcher
 	blob.RangeReader
+	blob.BatchDeleter
 	// Inner returns the wrapped store.
 	Inner() blob.Store
 }
 
-// base is what every wrapped store shows.
+// base is what every wrapped store shows. Every one has DeleteBatch: over
+// a store without it, the layer's DeleteBatch is blob.DeleteBatch's
+// fallback (one Delete per key), so showing it claims nothing false.
 type base interface {
 	blob.Store
+	blob.BatchDeleter
 	Unwrap() blob.Store
 	MaxKeyLen() int
 	layer() Layer

@@ -23,6 +23,9 @@ func (p *pass) Get(ctx context.Context, k string, fn func(io.Reader) error) erro
 }
 func (p *pass) Stat(ctx context.Context, k string) (blob.Info, error) { return p.inner.Stat(ctx, k) }
 func (p *pass) Delete(ctx context.Context, k string) error            { return p.inner.Delete(ctx, k) }
+func (p *pass) DeleteBatch(ctx context.Context, k []string) ([]string, error) {
+	return blob.DeleteBatch(ctx, p.inner, k)
+}
 func (p *pass) List(ctx context.Context, pre string, fn func(blob.Info) error) error {
 	return p.inner.List(ctx, pre, fn)
 }
