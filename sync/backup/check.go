@@ -66,6 +66,7 @@ func (b *Backup) Check(ctx context.Context, folderID string, o check.RunOptions,
 			Known: check.Known{
 				LogID: b.logID(ctx, folderID, dev), Cursor: view.Cursor, Held: view.Held,
 				LocalSequence: set.LocalSequence(),
+				Seen:          func(fn func(index.Record)) { set.EachRemote(dev, fn) },
 				Own: func(fn func(index.Record)) {
 					_ = set.EachLocal(func(r index.Record) error {
 						if r.Flags&index.FlagLocalOnly == 0 && r.Sequence <= view.Held {

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +48,12 @@ type Known struct {
 	// Own calls fn for each of this device's current local records that
 	// the receiver must hold (those with Sequence <= Held, not local-only).
 	Own func(fn func(index.Record))
+	// Seen calls fn for each record this device read in the receiver's
+	// log before: the newest version of each name, with its log sequence
+	// as Sequence. A version not deleted must still be there, or a newer
+	// one of its name: retention never drops the newest version of a
+	// file that exists.
+	Seen func(fn func(index.Record))
 }
 
 // ReadData says which chunks a check fetches and opens. The zero value
@@ -130,6 +138,13 @@ type trustedCheck struct {
 	// and counter, to find the acknowledged ones missing.
 	own  map[crypt.FileKey][]uint64
 	best map[crypt.FileKey][]index.Record // every opened record per name
+	// seqs holds the log sequence of every record read, and newest the
+	// highest sequence per file key, for the records seen before.
+	seqs   map[int64]bool
+	newest map[crypt.FileKey]int64
+	// pending holds the problems of chunks, reported once the log has
+	// been read again (recheck).
+	pending []Problem
 }
 
 // Trusted checks one receiver of a folder through req. The error is for a
@@ -145,6 +160,8 @@ func Trusted(ctx context.Context, req Requester, opts Options) (Report, error) {
 		prover: sealed.NewProver(opts.Keys),
 		own:    map[crypt.FileKey][]uint64{},
 		best:   map[crypt.FileKey][]index.Record{},
+		seqs:   map[int64]bool{},
+		newest: map[crypt.FileKey]int64{},
 	}
 	err := c.run(ctx)
 	c.rep.Duration = time.Since(start)
@@ -157,11 +174,15 @@ func (c *trustedCheck) run(ctx context.Context) error {
 	}
 	c.checkProofs()
 	c.checkOwn()
+	c.checkSeen()
 	if err := c.readChunkList(ctx); err != nil {
 		return err
 	}
 	c.checkChunks()
 	if err := c.readData(ctx); err != nil {
+		return err
+	}
+	if err := c.recheck(ctx); err != nil {
 		return err
 	}
 	return c.repair(ctx)
@@ -173,23 +194,26 @@ func (c *trustedCheck) progress(p Progress) {
 	}
 }
 
-// readLog reads the whole log, opening every record.
+// readLog reads the whole log, opening every record. A receiver must make
+// progress: each page with More starts after the last and adds records,
+// none above the log's end as the first page gave it, and the log keeps
+// its ID; else the check stops with ErrHostile, so that a receiver can't
+// keep a check (and the folder's checks after it) running forever.
 func (c *trustedCheck) readLog(ctx context.Context) error {
-	offset := int64(1)
 	var logID uint64
 	var last, prev int64
+	first := true
 	seen := map[string]int64{} // origin‖counter → sequence, for forks
-	for {
-		data, err := c.req(ctx, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_LOG_READ, Folder: c.opts.Folder, Offset: offset, Size: logPageSize})
-		if err != nil {
-			return fmt.Errorf("reading the receiver's log: %w", err)
+	err := c.pages(ctx, func(page *protocol.LogPage) error {
+		if first {
+			logID, last, first = page.GetLogId(), page.GetLastSequence(), false
+		} else if page.GetLogId() != logID {
+			return fmt.Errorf("%w: the log's ID changed during the check", ErrHostile)
 		}
-		var page protocol.LogPage
-		if err := protocol.DecodeAnswer(data, &page); err != nil {
-			return fmt.Errorf("reading the receiver's log: %w", err)
-		}
-		logID, last = page.GetLogId(), max(last, page.GetLastSequence())
 		for _, sr := range page.GetRecords() {
+			if sr.GetSequence() > last {
+				return fmt.Errorf("%w: a record at log %d, past the log's end %d", ErrHostile, sr.GetSequence(), last)
+			}
 			if sr.GetSequence() <= prev {
 				c.rep.Add(Problem{Kind: Damaged, Object: logObject(sr.GetSequence()), Detail: fmt.Sprintf("log out of order: sequence %d after %d", sr.GetSequence(), prev)})
 				continue
@@ -201,13 +225,16 @@ func (c *trustedCheck) readLog(ctx context.Context) error {
 				continue
 			}
 			seen[key] = sr.GetSequence()
+			c.seqs[sr.GetSequence()] = true
+			fk := crypt.FileKey(sr.GetFileKey())
+			c.newest[fk] = max(c.newest[fk], sr.GetSequence())
 			c.record(sr)
 		}
 		c.progress(Progress{Phase: "log", Records: c.rep.Records})
-		if !page.GetMore() || len(page.GetRecords()) == 0 {
-			break
-		}
-		offset = page.GetRecords()[len(page.GetRecords())-1].GetSequence() + 1
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	k := c.opts.Known
 	switch {
@@ -217,6 +244,43 @@ func (c *trustedCheck) readLog(ctx context.Context) error {
 		c.rep.Add(Problem{Kind: RolledBack, Object: "log", Detail: fmt.Sprintf("the receiver's log ends at %d, but this device has read it up to %d", last, k.Cursor)})
 	}
 	return nil
+}
+
+// ErrHostile means a receiver answered a check in a way no honest one
+// does (pages that go back or never end): the check stops.
+var ErrHostile = errors.New("the receiver's answers make no progress")
+
+// pages calls fn with each page of the receiver's log, from the start,
+// until a page without More; a page with More must hold records, and the
+// next one starts after them.
+func (c *trustedCheck) pages(ctx context.Context, fn func(*protocol.LogPage) error) error {
+	offset := int64(1)
+	for {
+		data, err := c.req(ctx, &protocol.Request{Kind: protocol.RequestKind_REQUEST_KIND_LOG_READ, Folder: c.opts.Folder, Offset: offset, Size: logPageSize})
+		if err != nil {
+			return fmt.Errorf("reading the receiver's log: %w", err)
+		}
+		var page protocol.LogPage
+		if err := protocol.DecodeAnswer(data, &page); err != nil {
+			return fmt.Errorf("reading the receiver's log: %w", err)
+		}
+		for _, sr := range page.GetRecords() {
+			if sr.GetSequence() < offset {
+				return fmt.Errorf("%w: asked for the log from %d, it sent a record at %d", ErrHostile, offset, sr.GetSequence())
+			}
+		}
+		if err := fn(&page); err != nil {
+			return err
+		}
+		if !page.GetMore() {
+			return nil
+		}
+		recs := page.GetRecords()
+		if len(recs) == 0 {
+			return fmt.Errorf("%w: an empty log page that says more follow", ErrHostile)
+		}
+		offset = recs[len(recs)-1].GetSequence() + 1
+	}
 }
 
 func logObject(seq int64) string { return "log " + strconv.FormatInt(seq, 10) }
@@ -295,13 +359,32 @@ func (c *trustedCheck) checkOwn() {
 			}
 		}
 		for i := range c.best[fk] {
-			if c.best[fk][i].Wins(&r) {
+			if b := &c.best[fk][i]; b.Wins(&r) || b.Version.Compare(r.Version) == index.Equal {
 				return
 			}
 		}
 		c.rep.Add(Problem{Kind: Missing, Path: r.Name,
 			Version: hex.EncodeToString(c.opts.Self[:]) + "-" + strconv.FormatInt(r.Sequence, 10),
 			Detail:  "the receiver acknowledged this version, and its log no longer holds it or anything newer of the file"})
+	})
+}
+
+// checkSeen looks for each version this device read in the receiver's
+// log before: still there, or a newer record of its name, unless it is a
+// deletion (retention drops those once they expire).
+func (c *trustedCheck) checkSeen() {
+	if c.opts.Known.Seen == nil {
+		return
+	}
+	c.opts.Known.Seen(func(r index.Record) {
+		if r.Deleted || r.Sequence > c.opts.Known.Cursor || c.seqs[r.Sequence] {
+			return
+		}
+		if c.newest[c.opts.Keys.FileKey(r.Name)] > r.Sequence {
+			return
+		}
+		c.rep.Add(Problem{Kind: Missing, Object: logObject(r.Sequence), Path: r.Name,
+			Detail: fmt.Sprintf("this device read this version at log %d, and the log no longer holds it or anything newer of the file: records withheld or rolled back", r.Sequence)})
 	})
 }
 
@@ -319,10 +402,16 @@ func (c *trustedCheck) readChunkList(ctx context.Context) error {
 			return fmt.Errorf("reading the receiver's chunk list: %w", err)
 		}
 		for _, e := range list.GetChunks() {
+			if after != nil && bytes.Compare(e.GetId(), after) <= 0 {
+				return fmt.Errorf("%w: the chunk list goes back (%x after %x)", ErrHostile, e.GetId(), after)
+			}
 			if n := c.needs[crypt.ChunkID(e.GetId())]; n != nil {
 				n.size = e.GetSize()
 			}
 			after = e.GetId()
+		}
+		if list.GetMore() && len(list.GetChunks()) == 0 {
+			return fmt.Errorf("%w: an empty chunk list page that says more follow", ErrHostile)
 		}
 		c.progress(Progress{Phase: "chunks", Records: c.rep.Records})
 		if !list.GetMore() || len(list.GetChunks()) == 0 {
@@ -351,7 +440,7 @@ func (c *trustedCheck) affected(kind Kind, id crypt.ChunkID, n *need, detail str
 		c.bad[id] = true
 	}
 	for _, v := range n.versions {
-		c.rep.Add(Problem{Kind: kind, Object: "chunk " + id.String(), Path: c.versions[v].path, Version: c.versions[v].id, Detail: detail})
+		c.pending = append(c.pending, Problem{Kind: kind, Object: "chunk " + id.String(), Path: c.versions[v].path, Version: c.versions[v].id, Detail: detail})
 	}
 }
 
@@ -435,6 +524,38 @@ func (c *trustedCheck) repair(ctx context.Context) error {
 	}
 	slices.Sort(c.rep.Repaired)
 	slices.Sort(c.rep.Unrepaired)
+	return nil
+}
+
+// recheck reports the chunk problems found, those of versions still in
+// the log: a prune on the receiver between the log and the chunk list
+// drops versions and then their chunks, which are no loss. The log is
+// read again only when there is something to report.
+func (c *trustedCheck) recheck(ctx context.Context) error {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	present := map[string]bool{}
+	err := c.pages(ctx, func(page *protocol.LogPage) error {
+		for _, sr := range page.GetRecords() {
+			present[hex.EncodeToString(sr.GetOrigin())+"-"+strconv.FormatUint(sr.GetCounter(), 10)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	stillBad := map[crypt.ChunkID]bool{}
+	for _, p := range c.pending {
+		if p.Version != "" && !present[p.Version] {
+			continue
+		}
+		c.rep.Add(p)
+		if id, err := crypt.ParseChunkID(strings.TrimPrefix(p.Object, "chunk ")); err == nil {
+			stillBad[id] = true
+		}
+	}
+	c.bad, c.pending = stillBad, nil
 	return nil
 }
 

@@ -3,6 +3,7 @@ package check
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -347,5 +348,109 @@ func TestTrustedRepair(t *testing.T) {
 	again := f.check(ReadData{All: true})
 	if got := problems(again); !slices.Equal(got, []string{"damaged a.txt " + vid(f, 1)}) {
 		t.Fatalf("after the repair the check finds %q; want only the chunk nobody had", got)
+	}
+}
+
+// TestTrustedHostilePages: a receiver whose pages repeat, go back, claim
+// more and send nothing, or pass the log's end, stops the check at once
+// with ErrHostile.
+func TestTrustedHostilePages(t *testing.T) {
+	f := filled(t)
+	known := Known{LogID: f.s.logID, Cursor: f.s.last, Held: f.seq, LocalSequence: f.seq}
+	cases := map[string]func(req *protocol.Request) ([]byte, bool){
+		"the same log page again and again": func(req *protocol.Request) ([]byte, bool) {
+			if req.GetKind() != protocol.RequestKind_REQUEST_KIND_LOG_READ {
+				return nil, false
+			}
+			b, _ := marshal(&protocol.LogPage{LogId: f.s.logID, LastSequence: f.s.last, More: true, Records: f.s.log[:2]})
+			return b, true
+		},
+		"an empty log page with more": func(req *protocol.Request) ([]byte, bool) {
+			if req.GetKind() != protocol.RequestKind_REQUEST_KIND_LOG_READ {
+				return nil, false
+			}
+			b, _ := marshal(&protocol.LogPage{LogId: f.s.logID, LastSequence: f.s.last, More: true})
+			return b, true
+		},
+		"a record past the log's end": func(req *protocol.Request) ([]byte, bool) {
+			if req.GetKind() != protocol.RequestKind_REQUEST_KIND_LOG_READ {
+				return nil, false
+			}
+			b, _ := marshal(&protocol.LogPage{LogId: f.s.logID, LastSequence: 1, Records: f.s.log[:2]})
+			return b, true
+		},
+		"the same chunk page again and again": func(req *protocol.Request) ([]byte, bool) {
+			if req.GetKind() != protocol.RequestKind_REQUEST_KIND_CHUNK_LIST {
+				return nil, false
+			}
+			var id crypt.ChunkID
+			for k := range f.s.chunks {
+				id = k
+				break
+			}
+			b, _ := marshal(&protocol.ChunkList{More: true, Chunks: []*protocol.ChunkEntry{{Id: id[:], Size: 100}}})
+			return b, true
+		},
+	}
+	for name, hostile := range cases {
+		t.Run(name, func(t *testing.T) {
+			requests := 0
+			req := func(ctx context.Context, r *protocol.Request) ([]byte, error) {
+				if requests++; requests > 100 {
+					t.Fatal("the check keeps asking")
+				}
+				if b, ok := hostile(r); ok {
+					return b, nil
+				}
+				return f.s.request(ctx, r)
+			}
+			_, err := Trusted(context.Background(), req, Options{Folder: folder, Receiver: crypt.DeviceID{9}, Self: f.self, Keys: f.keys, Known: known})
+			if !errors.Is(err, ErrHostile) {
+				t.Fatalf("check: %v, want ErrHostile", err)
+			}
+		})
+	}
+}
+
+// TestTrustedSeenWithheld: a log cut short, whose end the receiver still
+// claims, is found from the versions this device read there before.
+func TestTrustedSeenWithheld(t *testing.T) {
+	f := filled(t)
+	f.write("e.txt", false, "echo") // not yet acknowledged: Held stays below
+	held := f.seq - 1
+	withheld := f.s.log[len(f.s.log)-1]
+	f.s.log = f.s.log[:len(f.s.log)-1]
+	seen := func(fn func(index.Record)) {
+		for _, r := range f.local {
+			fn(r) // the fixture's log sequences are its local ones
+		}
+	}
+	rep, err := Trusted(context.Background(), f.s.request, Options{Folder: folder, Receiver: crypt.DeviceID{9}, Self: f.self, Keys: f.keys,
+		Known: Known{LogID: f.s.logID, Cursor: f.s.last, Held: int64(held), LocalSequence: f.seq, Seen: seen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(rep); !slices.Equal(got, []string{"missing e.txt "}) {
+		t.Fatalf("problems %q; want e.txt's withheld version (log %d)", got, withheld.GetSequence())
+	}
+}
+
+// TestTrustedPruneRace: a version the receiver prunes between the log and
+// the chunk list, with its chunks, is no loss and no problem.
+func TestTrustedPruneRace(t *testing.T) {
+	f := filled(t)
+	alpha := f.keys.ChunkID(chunk.HashOf([]byte("alpha")))
+	req := func(ctx context.Context, r *protocol.Request) ([]byte, error) {
+		if r.GetKind() == protocol.RequestKind_REQUEST_KIND_CHUNK_LIST && f.s.chunks[alpha] != nil {
+			// The prune: a.txt's first version, then its chunk.
+			f.s.log = slices.Delete(f.s.log, 0, 1)
+			delete(f.s.chunks, alpha)
+		}
+		return f.s.request(ctx, r)
+	}
+	rep, err := Trusted(context.Background(), req, Options{Folder: folder, Receiver: crypt.DeviceID{9}, Self: f.self, Keys: f.keys,
+		Known: Known{LogID: f.s.logID, Cursor: f.s.last, Held: f.seq, LocalSequence: f.seq}})
+	if err != nil || !rep.Clean() {
+		t.Fatalf("a prune during the check: %q, %v; want clean", problems(rep), err)
 	}
 }

@@ -529,6 +529,17 @@ func (s *Set) Remote(dev crypt.DeviceID, name string) (Record, bool) {
 	return *r, true
 }
 
+// EachRemote calls fn with a copy of each record this node keeps of
+// device dev (for a receiver: the newest version of each name its log
+// served, with the log sequence as Sequence). fn must not call into s.
+func (s *Set) EachRemote(dev crypt.DeviceID, fn func(Record)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.remote[dev] {
+		fn(*r)
+	}
+}
+
 // Renumber gives every local record a new sequence above after (or above
 // the current highest, whichever is larger), in their current order. A
 // node whose database was reset numbers its records from 1 again; a
