@@ -204,8 +204,13 @@ func (s *store) Delete(ctx context.Context, key string) error {
 // per key otherwise.
 func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error) {
 	deleted, err := blob.DeleteBatch(ctx, s.inner, keys)
-	requests := len(keys)
-	if _, ok := s.inner.(blob.BatchDeleter); ok {
+	// The store at the bottom decides: the layers between show
+	// DeleteBatch over any store, deleting key by key when it lacks one.
+	requests := len(deleted)
+	if err != nil {
+		requests++ // the one that failed
+	}
+	if _, ok := bottom(s.inner).(blob.BatchDeleter); ok {
 		requests = (len(keys) + deleteBatchSize - 1) / deleteBatchSize
 	}
 	for i := range requests {
@@ -216,6 +221,17 @@ func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error
 		s.m.count(Delete, 0, e)
 	}
 	return deleted, err
+}
+
+// bottom is the store under every layer of s.
+func bottom(s blob.Store) blob.Store {
+	for {
+		u, ok := s.(interface{ Unwrap() blob.Store })
+		if !ok {
+			return s
+		}
+		s = u.Unwrap()
+	}
 }
 
 // deleteBatchSize is how many keys one S3 DeleteObjects request takes.

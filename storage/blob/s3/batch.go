@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/minio/minio-go/v7"
 
@@ -13,7 +14,7 @@ var _ blob.BatchDeleter = (*Store)(nil)
 
 // DeleteBatch deletes keys with S3's DeleteObjects, 1,000 keys a request
 // (minio-go batches them); S3 answers a key with no object as deleted.
-// Keys that fail are left out of deleted, and the first failure is the
+// deleted holds only the keys the server confirmed; any other is an
 // error.
 func (s *Store) DeleteBatch(ctx context.Context, keys []string) ([]string, error) {
 	for _, k := range keys {
@@ -33,24 +34,33 @@ func (s *Store) DeleteBatch(ctx context.Context, keys []string) ([]string, error
 		objects <- minio.ObjectInfo{Key: s.prefix + k}
 	}
 	close(objects)
-	failed := map[string]bool{}
+	// Only what the server confirms counts as deleted: an answer that
+	// does not parse (a connection cut mid-body) names no key, and then
+	// none may be taken for gone.
+	confirmed := map[string]bool{}
 	var first error
-	for e := range s.client.RemoveObjects(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
-		failed[e.ObjectName] = true
-		if first == nil {
-			first = fmt.Errorf("deleting blob %q: %w", e.ObjectName[len(s.prefix):], mapError(ctx, e.Err))
+	for r := range s.client.RemoveObjectsWithResult(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
+		switch {
+		case r.Err == nil && strings.HasPrefix(r.ObjectName, s.prefix):
+			confirmed[r.ObjectName] = true
+		case r.Err == nil:
+		case first == nil && r.ObjectName == "":
+			first = fmt.Errorf("deleting %d blobs: %w", len(keys), mapError(ctx, r.Err))
+		case first == nil:
+			first = fmt.Errorf("deleting blob %q: %w", strings.TrimPrefix(r.ObjectName, s.prefix), mapError(ctx, r.Err))
 		}
 	}
 	deleted := make([]string, 0, len(keys))
 	for _, k := range keys {
-		if !failed[s.prefix+k] {
+		if confirmed[s.prefix+k] {
 			deleted = append(deleted, k)
 		}
 	}
-	if first == nil {
+	if first == nil && len(deleted) < len(keys) {
 		if err := ctx.Err(); err != nil {
-			// Cancelled mid-way: what went is not known.
-			return nil, fmt.Errorf("deleting %d blobs: %w", len(keys), err)
+			first = fmt.Errorf("deleting %d blobs: %w", len(keys), err)
+		} else {
+			first = fmt.Errorf("deleting %d blobs: the server confirmed %d", len(keys), len(deleted))
 		}
 	}
 	return deleted, first
