@@ -150,3 +150,45 @@ func TestReadableStoreKept(t *testing.T) {
 		t.Fatalf("segment %q, %v; want the readable one kept", got, err)
 	}
 }
+
+// TestRebuildTwoSegments: a folder held readably, removed (its objects
+// stay) and held again under --opaque-store is in the store twice; a
+// rebuild takes the copy written last, not both into one.
+func TestRebuildTwoSegments(t *testing.T) {
+	ctx := context.Background()
+	n, src := filled(t, 2)
+	if err := n.db.RemoveFolder(ctx, folderID); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := crypt.NewStoreKey()
+	r := New(n.id, n.db, n.store, nil)
+	r.SetStoreKey(key, true)
+	if err := n.db.PutFolder(ctx, db.Folder{ID: folderID, Label: "again", Type: db.Encrypted}); err != nil {
+		t.Fatal(err)
+	}
+	n.r = r
+	n.share(t, src.id)
+	if err := r.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seg, err := n.db.ReceiverSegment(ctx, folderID)
+	if err != nil || seg != key.Segment(folderID) {
+		t.Fatalf("the folder held again is under %q (%v), want its opaque segment", seg, err)
+	}
+	logID, _ := n.db.ReceiverLogID(ctx, folderID)
+
+	fresh := openDB(t)
+	ids, err := RebuildWithKey(ctx, fresh, n.store, &key, nil)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("rebuild: %v, %v; want the folder once", ids, err)
+	}
+	got, _ := fresh.ReceiverSegment(ctx, folderID)
+	gotLog, _ := fresh.ReceiverLogID(ctx, folderID)
+	f, _ := fresh.Folder(ctx, folderID)
+	if got != seg || gotLog != logID || f.Label != "again" {
+		t.Fatalf("rebuilt segment %q, log %x, label %q; want %q, %x, the folder held now", got, gotLog, f.Label, seg, logID)
+	}
+	if recs, _ := fresh.SealedRecordsAfter(ctx, folderID, 0, 100); len(recs) != 0 {
+		t.Fatalf("the rebuilt folder took %d records of the old copy", len(recs))
+	}
+}

@@ -96,9 +96,17 @@ func RebuildWithKey(ctx context.Context, database *db.DB, store blob.Store, key 
 		return nil, err
 	}
 	var rebuilt []string
+	live, err := liveSegments(ctx, store, key, found)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilding from the store: %w", err)
+	}
 	for _, sf := range found {
 		if !sf.hasMeta {
 			log.Warn("receiver data without a meta object in the store, skipped", "key", "r/"+sf.fk)
+			continue
+		}
+		if _, ok := live[sf.fk]; !ok {
+			log.Warn("the store holds an older copy of a folder under another name; left as it is", "key", "r/"+sf.fk)
 			continue
 		}
 		id, err := rebuildFolder(ctx, database, store, key, log, sf)
@@ -109,6 +117,43 @@ func RebuildWithKey(ctx context.Context, database *db.DB, store blob.Store, key 
 		rebuilt = append(rebuilt, id)
 	}
 	return rebuilt, nil
+}
+
+// liveSegments returns, by segment, the folder ID of each segment to
+// rebuild: of segments whose meta names one folder (a folder removed from
+// the receiver leaves its objects, and added again under --opaque-store
+// it is stored under another name), the one whose meta was written last.
+func liveSegments(ctx context.Context, store blob.Store, key *crypt.StoreKey, found []*storedFolder) (map[string]string, error) {
+	type pick struct {
+		fk   string
+		when time.Time
+	}
+	best := map[string]pick{}
+	for _, sf := range found {
+		if !sf.hasMeta {
+			continue
+		}
+		info, err := store.Stat(ctx, metaKey(sf.fk))
+		if err != nil {
+			return nil, err
+		}
+		data, err := getLimited(ctx, store, metaKey(sf.fk), maxMetaSize)
+		if err != nil {
+			return nil, err
+		}
+		m, err := parseMeta(sf.fk, data, key)
+		if err != nil {
+			return nil, err
+		}
+		if b, ok := best[m.ID]; !ok || info.ModTime.After(b.when) {
+			best[m.ID] = pick{sf.fk, info.ModTime}
+		}
+	}
+	live := map[string]string{}
+	for id, p := range best {
+		live[p.fk] = id
+	}
+	return live, nil
 }
 
 // scanStore lists the receiver part of the store, folder by folder.
