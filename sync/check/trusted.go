@@ -133,6 +133,10 @@ type trustedCheck struct {
 	versions []version
 	needs    map[crypt.ChunkID]*need
 	bad      map[crypt.ChunkID]bool // found missing or damaged
+	// whole holds the damaged chunks the receiver served at their full
+	// size: it replaces no copy it reads whole (a device could overwrite
+	// history so), so they are not sent again.
+	whole map[crypt.ChunkID]bool
 	prover   *sealed.Prover
 	// own holds this device's records in the log: counter per file key
 	// and counter, to find the acknowledged ones missing.
@@ -157,6 +161,7 @@ func Trusted(ctx context.Context, req Requester, opts Options) (Report, error) {
 		rep:    &Report{Folder: opts.Folder, Receiver: opts.Receiver.String(), Mode: opts.ReadData.mode(), Started: start, Problems: []Problem{}},
 		needs:  map[crypt.ChunkID]*need{},
 		bad:    map[crypt.ChunkID]bool{},
+		whole:  map[crypt.ChunkID]bool{},
 		prover: sealed.NewProver(opts.Keys),
 		own:    map[crypt.FileKey][]uint64{},
 		best:   map[crypt.FileKey][]index.Record{},
@@ -474,6 +479,11 @@ func (c *trustedCheck) readData(ctx context.Context) error {
 				if _, oerr := c.opts.Keys.OpenBlockTo(nil, n.hash, body); oerr != nil {
 					kind, detail = Damaged, "it does not open or hash as its version says: "+oerr.Error()
 				}
+				if kind != "" && int64(len(body)) == n.size {
+					mu.Lock()
+					c.whole[id] = true
+					mu.Unlock()
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -504,6 +514,10 @@ func (c *trustedCheck) repair(ctx context.Context) error {
 			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": the receiver no longer lists it")
 			continue
 		}
+		if c.whole[id] {
+			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": the receiver's copy reads whole but does not open; a receiver replaces only copies it lacks or cannot read, so that no device can overwrite the history it keeps")
+			continue
+		}
 		body, from, err := c.opts.Repair(ctx, id, n.hash, n.size)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -517,7 +531,11 @@ func (c *trustedCheck) repair(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": the receiver refused it: "+err.Error())
+			why := err.Error()
+			if errors.Is(err, protocol.ErrInvalidFile) {
+				why = "its copy reads whole, or is of another size"
+			}
+			c.rep.Unrepaired = append(c.rep.Unrepaired, what+": the receiver refused it ("+why+")")
 			continue
 		}
 		c.rep.Repaired = append(c.rep.Repaired, what+" (from "+from+")")

@@ -30,6 +30,7 @@ type store struct {
 	log    []*protocol.SealedRecord
 	chunks map[crypt.ChunkID][]byte
 	unlist map[crypt.ChunkID]bool // listed or not, served or not
+	short  map[crypt.ChunkID]bool // served cut short (a truncated pack)
 	fetch  atomic.Int64
 }
 
@@ -71,13 +72,20 @@ func (s *store) request(_ context.Context, req *protocol.Request) ([]byte, error
 		if s.chunks[id] == nil && !s.unlist[id] || len(req.GetBody()) != len(s.chunks[id]) && s.chunks[id] != nil {
 			return nil, protocol.ErrInvalidFile
 		}
-		s.chunks[id] = bytes.Clone(req.GetBody())
+		if !s.short[id] && s.chunks[id] != nil {
+			return nil, protocol.ErrInvalidFile // reads whole: not replaced
+		}
+		s.chunks[id], s.short[id] = bytes.Clone(req.GetBody()), false
 		return nil, nil
 	case protocol.RequestKind_REQUEST_KIND_SEALED_CHUNK:
 		s.fetch.Add(1)
-		body, ok := s.chunks[crypt.ChunkID(req.GetChunkId())]
+		id := crypt.ChunkID(req.GetChunkId())
+		body, ok := s.chunks[id]
 		if !ok {
 			return nil, protocol.ErrNoSuchFile
+		}
+		if s.short[id] {
+			body = body[:len(body)/2]
 		}
 		return bytes.Clone(body), nil
 	}
@@ -102,7 +110,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, keys: keys, self: crypt.DeviceID{1, 2, 3},
-		s:     &store{logID: 77, chunks: map[crypt.ChunkID][]byte{}, unlist: map[crypt.ChunkID]bool{}},
+		s:     &store{logID: 77, chunks: map[crypt.ChunkID][]byte{}, unlist: map[crypt.ChunkID]bool{}, short: map[crypt.ChunkID]bool{}},
 		local: map[string]index.Record{}}
 }
 
@@ -322,9 +330,11 @@ func TestTrustedRepair(t *testing.T) {
 	f := filled(t)
 	bravo := f.keys.ChunkID(chunk.HashOf([]byte("bravo two")))
 	alpha := f.keys.ChunkID(chunk.HashOf([]byte("alpha")))
+	charlie := f.keys.ChunkID(chunk.HashOf([]byte("charlie")))
 	good := bytes.Clone(f.s.chunks[bravo])
-	f.s.chunks[bravo][5] ^= 1
-	f.s.chunks[alpha][5] ^= 1
+	f.s.short[bravo] = true   // served cut short: repairable
+	f.s.chunks[alpha][5] ^= 1 // reads whole, does not open: never replaced
+	f.s.short[charlie] = true // cut short, and nobody has it
 	asked := map[crypt.ChunkID]bool{}
 	repair := func(_ context.Context, id crypt.ChunkID, hash [32]byte, size int64) ([]byte, string, error) {
 		asked[id] = true
@@ -338,16 +348,20 @@ func TestTrustedRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(asked) != 2 || len(rep.Repaired) != 1 || !strings.Contains(rep.Repaired[0], "b.txt (from a test)") ||
-		len(rep.Unrepaired) != 1 || !strings.Contains(rep.Unrepaired[0], "a.txt: nobody has it") {
-		t.Fatalf("repair asked for %d chunks, repaired %q, not %q", len(asked), rep.Repaired, rep.Unrepaired)
+	if len(asked) != 2 || asked[alpha] || len(rep.Repaired) != 1 || !strings.Contains(rep.Repaired[0], "b.txt (from a test)") || len(rep.Unrepaired) != 2 {
+		t.Fatalf("repair asked for %v, repaired %q, not %q", asked, rep.Repaired, rep.Unrepaired)
+	}
+	for _, u := range rep.Unrepaired {
+		if !strings.Contains(u, "a.txt: the receiver's copy reads whole") && !strings.Contains(u, "c.txt: nobody has it") {
+			t.Errorf("unrepaired %q", u)
+		}
 	}
 	if rep.Clean() {
 		t.Fatal("a report that found damage says clean after repairing it")
 	}
 	again := f.check(ReadData{All: true})
-	if got := problems(again); !slices.Equal(got, []string{"damaged a.txt " + vid(f, 1)}) {
-		t.Fatalf("after the repair the check finds %q; want only the chunk nobody had", got)
+	if got := problems(again); !slices.Equal(got, []string{"damaged a.txt " + vid(f, 1), "damaged dir/c.txt " + vid(f, 4)}) {
+		t.Fatalf("after the repair the check finds %q; want only the chunks not repaired", got)
 	}
 }
 

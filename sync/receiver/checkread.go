@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/protobuf/proto"
 
@@ -99,10 +100,12 @@ func (r *Receiver) serveChunkList(ctx context.Context, f *folder, req *protocol.
 // repairChunk replaces f's copy of chunk id with body, for a trusted
 // device's check that found it missing or damaged: written as a blob of
 // its own (durably), then the chunk's row points there. The receiver
-// can't tell a good body from a bad one; it takes one only for a chunk it
-// holds and of the size it recorded, so a repair can't grow the store or
-// name new chunks. It holds the folder's append lock, so no prune or
-// repack moves the chunk meanwhile.
+// can't tell a good body from a bad one, so it takes one only where it
+// sees the loss itself: for a chunk it holds, of the size it recorded,
+// whose copy is gone, short or unreadable. A copy that reads whole is
+// never replaced: else a device gone bad could overwrite the history the
+// receiver keeps with bodies of the right size. It holds the folder's
+// append lock, so no prune or repack moves the chunk meanwhile.
 func (r *Receiver) repairChunk(ctx context.Context, f *folder, id, body []byte) error {
 	if len(body) == 0 || len(body) > crypt.MaxSealedChunkSize {
 		return fmt.Errorf("%w: a repair body of %d bytes", protocol.ErrInvalidFile, len(body))
@@ -118,6 +121,15 @@ func (r *Receiver) repairChunk(ctx context.Context, f *folder, id, body []byte) 
 	}
 	if int64(len(body)) != row.Size {
 		return fmt.Errorf("%w: chunk %x is %d bytes, the repair %d", protocol.ErrInvalidFile, id, row.Size, len(body))
+	}
+	var n int64
+	err = r.readChunk(ctx, f, row, row.Size+1, func(rd io.Reader) error {
+		var err error
+		n, err = io.Copy(io.Discard, rd)
+		return err
+	})
+	if err == nil && n == row.Size {
+		return fmt.Errorf("%w: this receiver's copy of chunk %x reads whole; it replaces only a copy it lacks or cannot read", protocol.ErrInvalidFile, id)
 	}
 	if err := r.store.Put(ctx, chunkKey(f.fk, id), bytes.NewReader(body), int64(len(body))); err != nil {
 		return err

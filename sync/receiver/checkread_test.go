@@ -123,6 +123,13 @@ func TestRepairChunk(t *testing.T) {
 		t.Fatalf("a repair of a chunk not held: %v, want ErrNoSuchFile", err)
 	}
 	body := bytes.Repeat([]byte{0x5a}, int(row.Size))
+	if err := repair(id, body); !errors.Is(err, protocol.ErrInvalidFile) {
+		t.Fatalf("a repair of a copy that reads whole: %v, want ErrInvalidFile (no overwriting history)", err)
+	}
+	// The pack lost: now the receiver sees the loss and takes the repair.
+	if err := n.store.Delete(ctx, packKey(folderKey(folderID), row.Pack)); err != nil {
+		t.Fatal(err)
+	}
 	if err := repair(id, body); err != nil {
 		t.Fatal(err)
 	}
