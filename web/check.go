@@ -45,6 +45,9 @@ type CheckState struct {
 	SecondsLeft    int64           `json:"secondsLeft,omitempty"`
 	// Last is the last check that ended.
 	Last *LastCheck `json:"last,omitempty"`
+	// Failed is the last check that could not run (no receiver to reach,
+	// no key), when none has run since.
+	Failed *check.Failure `json:"failed,omitempty"`
 	// Every and ReadData are the folder's schedule; Every is empty
 	// when it has none.
 	Every    string `json:"every,omitempty"`
@@ -163,6 +166,9 @@ func (s *Server) checkState(ctx context.Context, id string) (CheckState, error) 
 			st.BytesPerSecond, st.SecondsLeft = rate, int64(left/time.Second)
 		}
 	}
+	if f, ok := s.cfg.Checks.Failed(id); ok {
+		st.Failed = &f
+	}
 	last, ok, err := s.cfg.Checks.Last(ctx, id)
 	if err != nil {
 		return st, err
@@ -233,7 +239,7 @@ func (s *Server) folderCheck(ctx context.Context, fs *FolderStatus) error {
 	if err != nil {
 		return err
 	}
-	if st.Running == nil && st.Last == nil && st.Every == "" {
+	if st.Running == nil && st.Last == nil && st.Every == "" && st.Failed == nil {
 		return nil
 	}
 	fs.Check = &st

@@ -233,6 +233,9 @@ func printCheckState(w io.Writer, id string, st web.CheckState) {
 			fmt.Fprintf(w, "last clean check %s\n", st.Last.LastClean.Local().Format(time.DateTime))
 		}
 	}
+	if f := st.Failed; f != nil {
+		fmt.Fprintf(w, "the last check, %s, could not run: %s\n", f.At.Local().Format(time.DateTime), escapeControls(f.Err))
+	}
 	if st.Overdue {
 		fmt.Fprintln(w, "warning: no clean check within the interval")
 	}

@@ -51,11 +51,21 @@ type Service struct {
 
 	mu      sync.Mutex
 	running map[string]Progress
+	// failed holds, per folder, the last check that could not run (no
+	// receiver to reach, no key), so a schedule does not try it every
+	// tick and the folder's state can say why.
+	failed map[string]Failure
+}
+
+// Failure is a check that could not run.
+type Failure struct {
+	At  time.Time `json:"at"`
+	Err string    `json:"error"`
 }
 
 // NewService returns a Service running checks through check.
 func NewService(check Checker, results Results, log *slog.Logger) *Service {
-	return &Service{check: check, results: results, log: log, tick: time.Minute, running: map[string]Progress{}}
+	return &Service{check: check, results: results, log: log, tick: time.Minute, running: map[string]Progress{}, failed: map[string]Failure{}}
 }
 
 // Run checks folder now and records the result. A check that could not
@@ -79,11 +89,25 @@ func (s *Service) Run(ctx context.Context, folder string, opts RunOptions) ([]Re
 		s.mu.Unlock()
 	})
 	if err != nil {
+		if ctx.Err() == nil {
+			s.mu.Lock()
+			s.failed[folder] = Failure{At: time.Now(), Err: err.Error()}
+			s.mu.Unlock()
+		}
 		return reps, err
 	}
+	s.mu.Lock()
+	delete(s.failed, folder)
+	s.mu.Unlock()
 	clean := true
 	for i := range reps {
 		clean = clean && reps[i].Clean()
+	}
+	if clean && !s.clears(ctx, folder, opts) {
+		// A narrower or lighter check than the one that failed proves
+		// nothing of what that one found.
+		s.log.Info("a clean check narrower than the failed one before it; the failure stands", "folder", folder)
+		return reps, nil
 	}
 	data, err := json.Marshal(reps)
 	if err != nil {
@@ -94,6 +118,48 @@ func (s *Service) Run(ctx context.Context, folder string, opts RunOptions) ([]Re
 		return reps, err
 	}
 	return reps, nil
+}
+
+// clears reports whether a clean check with opts clears the folder's
+// last result when that failed: only one of every receiver that reads at
+// least as much data.
+func (s *Service) clears(ctx context.Context, folder string, opts RunOptions) bool {
+	last, err := s.results.LastCheck(ctx, folder)
+	if err != nil || last.Clean {
+		return true
+	}
+	if opts.Receiver != (crypt.DeviceID{}) {
+		return false
+	}
+	var reps []Report
+	if json.Unmarshal(last.Reports, &reps) != nil {
+		return true
+	}
+	failed := 0
+	for _, r := range reps {
+		failed = max(failed, modeRank(r.Mode))
+	}
+	return modeRank(opts.ReadData.mode()) >= failed
+}
+
+// modeRank orders modes by how much data they read.
+func modeRank(mode string) int {
+	switch mode {
+	case "read-data":
+		return 2
+	case "read-data-subset":
+		return 1
+	}
+	return 0
+}
+
+// Failed returns the folder's last check that could not run, if the
+// check after it has not run either.
+func (s *Service) Failed(folder string) (Failure, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.failed[folder]
+	return f, ok
 }
 
 // Running returns the progress of the folder's check under way.
@@ -162,6 +228,9 @@ func (s *Service) runDue(ctx context.Context) {
 		if err == nil && time.Since(last.Finished) < sc.Every {
 			continue
 		}
+		if f, ok := s.Failed(sc.Folder); ok && time.Since(f.At) < min(sc.Every, failedRetry) {
+			continue
+		}
 		rd, err := ParseReadData(sc.ReadData)
 		if err != nil {
 			s.log.Warn("a check schedule's read-data setting", "folder", sc.Folder, "err", err)
@@ -181,6 +250,10 @@ func (s *Service) runDue(ctx context.Context) {
 		}
 	}
 }
+
+// failedRetry bounds how long a schedule waits after a check that could
+// not run before it tries again.
+var failedRetry = time.Hour
 
 // ParseReadData parses what `check` and a schedule take: "" (metadata
 // only), "all", "N%" (0 < N <= 100) or a size ("500MiB", "2GB", "1048576").

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"lockstep/crypt"
 	"lockstep/storage/db"
 )
 
@@ -138,5 +139,67 @@ func TestParseInterval(t *testing.T) {
 		if got, err := ParseInterval(in); err == nil {
 			t.Errorf("ParseInterval(%q) = %v, want an error", in, got)
 		}
+	}
+}
+
+// TestServiceNarrowDoesNotClear: after a failed read-data check, a clean
+// metadata check or one of a single receiver leaves the failure standing;
+// a clean check as broad clears it.
+func TestServiceNarrowDoesNotClear(t *testing.T) {
+	ctx := context.Background()
+	d := openDB(t)
+	clean := false
+	svc := NewService(func(ctx context.Context, folder string, o RunOptions, _ func(Progress)) ([]Report, error) {
+		r := Report{Folder: folder, Mode: o.ReadData.mode(), Problems: []Problem{}}
+		if !clean {
+			r.Add(Problem{Kind: Damaged, Path: "a.txt"})
+		}
+		return []Report{r}, nil
+	}, d, slog.New(slog.DiscardHandler))
+	if _, err := svc.Run(ctx, "docs", RunOptions{ReadData: ReadData{All: true}}); err != nil {
+		t.Fatal(err)
+	}
+	clean = true
+	for _, o := range []RunOptions{{}, {ReadData: ReadData{Percent: 5}}, {Receiver: crypt.DeviceID{1}, ReadData: ReadData{All: true}}} {
+		if _, err := svc.Run(ctx, "docs", o); err != nil {
+			t.Fatal(err)
+		}
+		if last, _, _ := svc.Last(ctx, "docs"); last.Clean {
+			t.Fatalf("a clean check %+v cleared a failed read-data check", o)
+		}
+	}
+	if _, err := svc.Run(ctx, "docs", RunOptions{ReadData: ReadData{All: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if last, _, _ := svc.Last(ctx, "docs"); !last.Clean {
+		t.Fatal("a clean check as broad as the failed one did not clear it")
+	}
+}
+
+// TestServiceScheduleFailing: a scheduled check that cannot run is tried
+// again only after a while, and says why.
+func TestServiceScheduleFailing(t *testing.T) {
+	d := openDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var runs atomic.Int32
+	svc := NewService(func(context.Context, string, RunOptions, func(Progress)) ([]Report, error) {
+		runs.Add(1)
+		return nil, errors.New("no receiver connected")
+	}, d, slog.New(slog.DiscardHandler))
+	svc.tick = 2 * time.Millisecond
+	if err := d.SetCheckSchedule(ctx, db.CheckSchedule{Folder: "docs", Every: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error)
+	go func() { served <- svc.Serve(ctx) }()
+	time.Sleep(100 * time.Millisecond) // some fifty ticks
+	cancel()
+	<-served
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("a failing scheduled check ran %d times in 100 ms, want once", n)
+	}
+	if f, ok := svc.Failed("docs"); !ok || f.Err != "no receiver connected" {
+		t.Fatalf("Failed = %+v, %v", f, ok)
 	}
 }
