@@ -49,7 +49,7 @@ type nodeOptions struct {
 	// under segments of the home's store key (made if missing), their
 	// IDs and meta hidden from whoever reads the store.
 	OpaqueStore bool
-	Logger            *slog.Logger
+	Logger      *slog.Logger
 	// Ready, if set, is called once the node listens and serve.json is
 	// written.
 	Ready func(home.ServeInfo)

@@ -136,8 +136,8 @@ type trustedCheck struct {
 	// whole holds the damaged chunks the receiver served at their full
 	// size: it replaces no copy it reads whole (a device could overwrite
 	// history so), so they are not sent again.
-	whole map[crypt.ChunkID]bool
-	prover   *sealed.Prover
+	whole  map[crypt.ChunkID]bool
+	prover *sealed.Prover
 	// own holds this device's records in the log: counter per file key
 	// and counter, to find the acknowledged ones missing.
 	own  map[crypt.FileKey][]uint64
