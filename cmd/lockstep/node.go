@@ -113,6 +113,9 @@ func runNode(parent context.Context, opts nodeOptions) error {
 		return err
 	}
 	recv := receiver.New(id.ID, database, store, log)
+	if opts.Store.S3Endpoint != "" {
+		recv.SetRemoteStore()
+	}
 	bus := events.NewBus(0)
 	recv.SetEvents(bus)
 	// Loaded before the node says it is ready, so its status is complete
