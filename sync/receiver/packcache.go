@@ -13,10 +13,11 @@ import (
 
 // Reading packs whole, for a remote store.
 const (
-	// packCacheBytes bounds the packs a packCache keeps once read: sixteen
-	// packs of remotePackTarget, enough for a recovery of four large files
-	// at once (with eight, a recovery read a third of its packs twice).
-	packCacheBytes = 16 * remotePackTarget
+	// packCacheBytes bounds the memory of the packs a packCache keeps once
+	// read: a dozen pack buffers, enough for a recovery of four large files
+	// at once (with eight packs, a recovery read a third of its packs
+	// twice).
+	packCacheBytes = 12 * packBufSize
 	// packsTouched is how many packs a packCache remembers were read from
 	// by range: a pack among them is read whole at its next read.
 	packsTouched = 64
@@ -39,12 +40,13 @@ const (
 type packCache struct {
 	loads chan struct{} // a slot per pack being read
 	bufs  *packBuffers
+	max   int64 // bytes of the packs kept: packCacheBytes
 
 	mu      sync.Mutex
 	packs   map[string]*cachedPack // by key
 	touched []string               // packs read by range, the latest last
 	lru     []*cachedPack          // loaded packs, least recently used first
-	bytes   int64                  // of the packs in lru
+	bytes   int64                  // held by the packs in lru (their buffers' capacity)
 }
 
 // cachedPack is one pack, read or being read.
@@ -61,7 +63,7 @@ type cachedPack struct {
 // newPackCache returns an empty packCache that reads packs into buffers
 // of bufs.
 func newPackCache(bufs *packBuffers) *packCache {
-	return &packCache{loads: make(chan struct{}, packLoads), bufs: bufs, packs: make(map[string]*cachedPack)}
+	return &packCache{loads: make(chan struct{}, packLoads), bufs: bufs, max: packCacheBytes, packs: make(map[string]*cachedPack)}
 }
 
 // getRange is blob.GetRange of the pack key in s, served from the pack
@@ -175,7 +177,7 @@ func (c *packCache) entry(key string) (*cachedPack, bool) {
 }
 
 // load reads p's pack whole, then keeps it, dropping the least recently
-// used packs beyond packCacheBytes, or forgets it if the read failed.
+// used packs beyond c.max bytes, or forgets it if the read failed.
 func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
 	select {
 	case c.loads <- struct{}{}:
@@ -185,6 +187,11 @@ func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
 			p.data, err = readInto(r, buf)
 			return err
 		})
+		if p.err == nil && len(p.data) < packBufSize/2 && cap(p.data) == packBufSize {
+			// A small pack (the end of a fetch) in a buffer of its own.
+			p.data = bytes.Clone(p.data)
+			c.bufs.put(buf)
+		}
 		if p.data == nil {
 			p.data = buf[:0]
 		}
@@ -199,11 +206,11 @@ func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
 		c.recycle(p)
 	} else {
 		c.lru = append(c.lru, p)
-		c.bytes += int64(len(p.data))
-		for c.bytes > packCacheBytes && len(c.lru) > 0 {
+		c.bytes += int64(cap(p.data))
+		for c.bytes > c.max && len(c.lru) > 0 {
 			old := c.lru[0]
 			c.lru = c.lru[1:]
-			c.bytes -= int64(len(old.data))
+			c.bytes -= int64(cap(old.data))
 			delete(c.packs, old.key)
 			old.dropped = true
 			c.recycle(old)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"sync"
 
-	"lockstep/crypt"
 	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
@@ -35,6 +34,11 @@ const (
 	// development VM took 350 MB/s with four or more at once, against
 	// 200 MB/s for chunk-sized objects (370 KiB) and 255 MB/s for 16 MiB.
 	remotePackTarget = 4 << 20
+	// remotePackBelow is the pack threshold on a remote store: chunks of
+	// 1 MiB and more (up to crypt.MaxChunkSize, 8 MiB) are objects big
+	// enough on their own, and a pack stays within a buffer of
+	// packBufSize.
+	remotePackBelow = 1 << 20
 	// packUploads bounds the packs a remote store's ingests fill or write
 	// at once, and so the memory they hold: 4 MiB PUTs to versitygw took
 	// 233 MB/s one at a time, 329 MB/s four at a time, 350 MB/s sixteen at
@@ -44,12 +48,12 @@ const (
 )
 
 // SetRemoteStore tunes the receiver for a store where every request costs
-// a round trip and a signature (S3): every chunk a fetch stores goes into
-// packs of about remotePackTarget, written in parallel as they fill, and
+// a round trip and a signature (S3): every chunk shorter than
+// remotePackBelow goes into packs of about remotePackTarget, written in parallel as they fill, and
 // chunks are served from packs read whole and kept for a while
 // (packCache), not one ranged GET each. Call it before Reload.
 func (r *Receiver) SetRemoteStore() {
-	r.packBelow.Store(int64(crypt.MaxSealedChunkSize) + 1)
+	r.packBelow.Store(remotePackBelow)
 	r.packTarget.Store(remotePackTarget)
 	r.packBufs = newPackBuffers()
 	r.packUploads = make(chan struct{}, packUploads)
@@ -57,8 +61,8 @@ func (r *Receiver) SetRemoteStore() {
 }
 
 // packBufSize is the size of the buffers of a remote store's packs (and
-// packCache's): a pack of remotePackTarget with its last chunk and its
-// trailer fits. Fresh 4 MiB buffers, cleared and faulted in, cost an
+// packCache's): a pack of remotePackTarget with its last chunk (shorter
+// than remotePackBelow) and its trailer fits. Fresh 4 MiB buffers, cleared and faulted in, cost an
 // ingest of 1 GiB 1.1 s of CPU and a recovery 2.5 s.
 const packBufSize = remotePackTarget + 2<<20
 
