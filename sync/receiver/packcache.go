@@ -32,11 +32,12 @@ const (
 // chunk. The first chunk read from a pack is read by range; a pack is read
 // whole only when a second chunk of it is asked for while the first is
 // among the packsTouched last, so that reads in another order (a check's,
-// by chunk ID) do not read a whole pack for every chunk. A pack's bytes never change under its key (a pack ID is
-// random and written once; a repack writes a new pack), so a cached pack is
-// never stale; one deleted meanwhile only serves chunks whose rows moved,
-// which readers look up before reading. It keeps the packs most recently
-// used up to packCacheBytes. Safe for concurrent use.
+// by chunk ID) do not read a whole pack for every chunk. A copy serves
+// each chunk once: a chunk asked for again is read from the store, so a
+// check after a recovery sees the store as it is, damage included. (Lockstep
+// never rewrites a pack under its key: a pack ID is random and written
+// once, a repack writes a new pack.) It keeps the packs most recently used
+// up to packCacheBytes. Safe for concurrent use.
 type packCache struct {
 	loads chan struct{} // a slot per pack being read
 	bufs  *packBuffers
@@ -55,9 +56,10 @@ type cachedPack struct {
 	ready chan struct{} // closed once data or err is set
 	err   error
 	// Guarded by packCache.mu once ready:
-	data    []byte // nil once dropped
-	refs    int    // readers of data
-	dropped bool   // out of the cache; data goes back to free with the last reader
+	data    []byte         // nil once dropped
+	refs    int            // readers of data
+	served  map[int64]bool // offsets of the chunks served from data
+	dropped bool           // out of the cache; data goes back to free with the last reader
 }
 
 // newPackCache returns an empty packCache that reads packs into buffers
@@ -89,7 +91,12 @@ func (c *packCache) getRange(ctx context.Context, s blob.Store, key string, off,
 			}
 			return p.err
 		}
-		data := c.hold(p)
+		data, again := c.hold(p, off)
+		if again {
+			// Served from this copy before: read the store, which may
+			// have changed since (a check after a recovery must see it).
+			return blob.GetRange(ctx, s, key, off, n, fn)
+		}
 		if data == nil {
 			continue // dropped meanwhile
 		}
@@ -100,15 +107,24 @@ func (c *packCache) getRange(ctx context.Context, s blob.Store, key string, off,
 	}
 }
 
-// hold returns p's data for a reader, who calls release when done, or nil
-// if p was dropped and its buffer reused.
-func (c *packCache) hold(p *cachedPack) []byte {
+// hold returns p's data for a reader of the chunk at off, who calls
+// release when done; nil if p was dropped and its buffer reused; or again
+// if p served that chunk already.
+func (c *packCache) hold(p *cachedPack, off int64) (data []byte, again bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p.data != nil {
-		p.refs++
+	if p.data == nil {
+		return nil, false
 	}
-	return p.data
+	if p.served[off] {
+		return nil, true
+	}
+	if p.served == nil {
+		p.served = make(map[int64]bool)
+	}
+	p.served[off] = true
+	p.refs++
+	return p.data, false
 }
 
 // release ends a reader's hold of p's data.

@@ -185,7 +185,8 @@ func readVia(c *packCache, s blob.Store, key string, off, n int64) ([]byte, erro
 }
 
 // TestPackCache: the first read of a pack is a ranged read, the second
-// reads it whole, later ones read nothing; a missing pack is ErrNotExist
+// reads it whole, later ones of other chunks read nothing, and one of a
+// chunk served already reads the store again; a missing pack is ErrNotExist
 // and a failed read is not kept; reads past the end are short, as a
 // store's.
 func TestPackCache(t *testing.T) {
@@ -211,6 +212,17 @@ func TestPackCache(t *testing.T) {
 	check(100, 7, 1, 1)
 	check(9990, 100, 1, 1)
 	check(20000, 5, 1, 1)
+
+	// A chunk served from the copy once is read from the store again,
+	// which may have changed (a check after damage).
+	changed := bytes.Repeat([]byte("x"), len(data))
+	if err := store.Put(ctx, "p/a", bytes.NewReader(changed), int64(len(changed))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readVia(c, store, "p/a", 100, 7); err != nil || string(got) != "xxxxxxx" {
+		t.Fatalf("a chunk read again: %q, %v; want the store's bytes now", got, err)
+	}
+	check(200, 3, 1, 2) // not served from the copy yet: from it
 
 	if _, err := readVia(c, store, "p/missing", 0, 1); !errors.Is(err, blob.ErrNotExist) {
 		t.Fatalf("missing pack, by range: %v", err)
