@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"lockstep/storage/blob/s3/s3test"
 	"lockstep/test/testutil"
 )
 
@@ -302,12 +303,38 @@ func standardSet(tb testing.TB, dir string) (files int64, bytes int64) {
 // recover it from the receiver, and for checks of it (the trusted
 // device's, without and with reading the data, and the receiver's own).
 func BenchmarkReceiverIngest(b *testing.B) {
+	benchReceiverIngest(b, nil)
+}
+
+// BenchmarkReceiverIngestS3 is BenchmarkReceiverIngest with the receiver's
+// store in a bucket of versitygw on the same machine (storage/blob/s3/s3test),
+// and the store's requests of each kind (its storeUsage) reported per phase:
+// put-n, get-n, head-n, list-n, delete-n and put-MB, get-MB for the ingest,
+// the same with the suffix -recover for the recovery.
+func BenchmarkReceiverIngestS3(b *testing.B) {
+	srv := s3test.NewServer(b)
+	benchReceiverIngest(b, func() []string {
+		cfg := srv.Bucket(b)
+		b.Setenv("LOCKSTEP_S3_ACCESS_KEY", cfg.AccessKey)
+		b.Setenv("LOCKSTEP_S3_SECRET_KEY", cfg.SecretKey)
+		return []string{"--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-insecure"}
+	})
+}
+
+// benchReceiverIngest runs the receiver benchmark, with the receiver's
+// store chosen by the flags storeArgs returns for each run (nil: its
+// local store).
+func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 	for range b.N {
 		b.StopTimer()
 		dir := b.TempDir()
 		src := filepath.Join(dir, "a")
 		files, total := standardSet(b, src)
-		a, r := startNode(b, "a"), startNode(b, "r")
+		var rArgs []string
+		if storeArgs != nil {
+			rArgs = storeArgs()
+		}
+		a, r := startNode(b, "a"), startNode(b, "r", rArgs...)
 		a.cli("folder", "add", "f", src)
 		testutil.Eventually(b, 10*time.Minute, "a to scan", func() bool { return a.folder(b).LocalFiles == files })
 		holdFolder(b, r, "f", a)
@@ -315,6 +342,7 @@ func BenchmarkReceiverIngest(b *testing.B) {
 		a.cli("device", "add", r.ID, "--address", r.Listen, "--untrusted")
 		testutil.Eventually(b, 30*time.Second, "a connected to r", func() bool { return a.connectedTo(r.ID) })
 		settle()
+		use0 := r.storeUsage()
 		b.StartTimer()
 		start, cpuA, cpuR := time.Now(), a.cpuSeconds(), r.cpuSeconds()
 		a.cli("folder", "share", "f", r.ID, "--password-file", pw)
@@ -334,15 +362,25 @@ func BenchmarkReceiverIngest(b *testing.B) {
 		b.ReportMetric(float64(st.StoredBytes)/float64(total), "stored/plain")
 		b.ReportMetric(float64(a.peakRSS())/(1<<20), "MB-rss-a")
 		b.ReportMetric(float64(r.peakRSS())/(1<<20), "MB-rss-r")
+		use1 := r.storeUsage()
+		if storeArgs != nil {
+			reportStoreUsage(b, use1.minus(use0), "")
+		}
 
 		newHome := newDeviceFor(b, r, "f")
 		dst := filepath.Join(dir, "recovered")
 		settle()
+		use1 = r.storeUsage()
+		cpuR = r.cpuSeconds()
 		start = time.Now()
 		mustRun(b, newHome, recoverArgs(r, "f", pw, dst)...)
 		rsecs := time.Since(start).Seconds()
 		b.ReportMetric(rsecs, "s-recover")
 		b.ReportMetric(float64(total)/rsecs/1e6, "MB/s-recover")
+		b.ReportMetric(r.cpuSeconds()-cpuR, "cpu-s-r-recover")
+		if storeArgs != nil {
+			reportStoreUsage(b, r.storeUsage().minus(use1), "-recover")
+		}
 
 		// Checks of the same store: a's metadata check, a's check reading
 		// every chunk, and r's check of its own store.
@@ -367,6 +405,49 @@ func BenchmarkReceiverIngest(b *testing.B) {
 		a.stop()
 		r.stop()
 	}
+}
+
+// storeCounts are one kind's figures of a node's storeUsage.
+type storeCounts struct {
+	Requests int64 `json:"requests"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// storeUsageJSON is the storeUsage of a node's /rest/status: the blob
+// store's calls of each kind since the node started.
+type storeUsageJSON struct {
+	Put    storeCounts `json:"put"`
+	Get    storeCounts `json:"get"`
+	Head   storeCounts `json:"head"`
+	List   storeCounts `json:"list"`
+	Delete storeCounts `json:"delete"`
+}
+
+func (n *node) storeUsage() storeUsageJSON {
+	var st struct {
+		StoreUsage storeUsageJSON `json:"storeUsage"`
+	}
+	n.get("/rest/status", &st)
+	return st.StoreUsage
+}
+
+// minus is the usage between old and u.
+func (u storeUsageJSON) minus(old storeUsageJSON) storeUsageJSON {
+	d := func(a, b storeCounts) storeCounts { return storeCounts{a.Requests - b.Requests, a.Bytes - b.Bytes} }
+	return storeUsageJSON{d(u.Put, old.Put), d(u.Get, old.Get), d(u.Head, old.Head), d(u.List, old.List), d(u.Delete, old.Delete)}
+}
+
+// reportStoreUsage reports u's request counts, and the bytes put and
+// got, as metrics whose names end in suffix.
+func reportStoreUsage(b *testing.B, u storeUsageJSON, suffix string) {
+	for _, k := range []struct {
+		name string
+		c    storeCounts
+	}{{"put", u.Put}, {"get", u.Get}, {"head", u.Head}, {"list", u.List}, {"delete", u.Delete}} {
+		b.ReportMetric(float64(k.c.Requests), k.name+"-n"+suffix)
+	}
+	b.ReportMetric(float64(u.Put.Bytes)/1e6, "put-MB"+suffix)
+	b.ReportMetric(float64(u.Get.Bytes)/1e6, "get-MB"+suffix)
 }
 
 // BenchmarkCheckManyFiles is the time of a trusted device's metadata check

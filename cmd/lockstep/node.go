@@ -135,6 +135,9 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	if hasKey {
 		recv.SetStoreKey(storeKey, opts.OpaqueStore)
 	}
+	if opts.Store.S3Endpoint != "" {
+		recv.SetRemoteStore()
+	}
 	bus := events.NewBus(0)
 	recv.SetEvents(bus)
 	// Loaded before the node says it is ready, so its status is complete

@@ -63,12 +63,8 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("opening S3 store at %s: %w%s", o.S3Endpoint, err, s3Hint(err))
 	}
-	// Fail at start, not at the first upload, when the bucket is wrong or
-	// the keys are refused.
-	if err := st.List(ctx, "", func(blob.Info) error { return errStopList }); err != nil && !errors.Is(err, errStopList) {
-		st.Close()
-		return nil, "", nil, fmt.Errorf("checking S3 bucket %q at %s: %w", o.S3Bucket, o.S3Endpoint, err)
-	}
+	// s3.New listed at most one object: a wrong bucket or refused keys
+	// failed there, at start, not at the first upload.
 	scheme := "https"
 	if o.S3Insecure {
 		scheme = "http"
@@ -79,5 +75,3 @@ func openStore(ctx context.Context, homeDir string, o storeOptions) (blob.Store,
 	}
 	return layerStore(st, o.Layers, s3.Transient), desc, st.Close, nil
 }
-
-var errStopList = errors.New("stop listing")

@@ -238,7 +238,7 @@ func (r *Receiver) storeNew(ctx context.Context, l *link, recs []*protocol.Seale
 	missing := slices.DeleteFunc(wanted, func(c []byte) bool { return held[string(c)] })
 	start := time.Now()
 	// The packs of this fetch are safe from a prune until it committed.
-	packs := &packer{store: r.store, f: f}
+	packs := &packer{store: r.store, f: f, target: int(r.packTarget.Load()), bufs: r.packBufs, uploads: r.packUploads}
 	defer packs.release()
 	fetched, bad, err := r.fetch(ctx, l.p, f, packs, missing, inline)
 	if err != nil {

@@ -26,10 +26,77 @@ const (
 	// ingest benchmark slower (11.2 s against 8.0-8.9 s) and doubled the
 	// receiver's peak memory, for objects that are large already.
 	defaultPackBelow = 128 << 10
-	// packTarget is about the largest pack: one is written once its bodies
-	// reach it.
-	packTarget = 16 << 20
+	// defaultPackTarget is about the largest pack: one is written once its
+	// bodies reach it.
+	defaultPackTarget = 16 << 20
+	// remotePackTarget is the pack size on a remote store (SetRemoteStore),
+	// where every chunk is packed: a PUT of 4 MiB to versitygw on the
+	// development VM took 350 MB/s with four or more at once, against
+	// 200 MB/s for chunk-sized objects (370 KiB) and 255 MB/s for 16 MiB.
+	remotePackTarget = 4 << 20
+	// remotePackBelow is the pack threshold on a remote store: chunks of
+	// 1 MiB and more (up to crypt.MaxChunkSize, 8 MiB) are objects big
+	// enough on their own, and a pack stays within a buffer of
+	// packBufSize.
+	remotePackBelow = 1 << 20
+	// packUploads bounds the packs a remote store's ingests fill or write
+	// at once, and so the memory they hold: 4 MiB PUTs to versitygw took
+	// 233 MB/s one at a time, 329 MB/s four at a time, 350 MB/s sixteen at
+	// a time. (Bounding only the writes let up to a pack per fetch in
+	// flight wait: 516 MB peak RSS.)
+	packUploads = 6
 )
+
+// SetRemoteStore tunes the receiver for a store where every request costs
+// a round trip and a signature (S3): every chunk shorter than
+// remotePackBelow goes into packs of about remotePackTarget, written in parallel as they fill, and
+// chunks are served from packs read whole and kept for a while
+// (packCache), not one ranged GET each. Call it before Reload.
+func (r *Receiver) SetRemoteStore() {
+	r.packBelow.Store(remotePackBelow)
+	r.packTarget.Store(remotePackTarget)
+	r.packBufs = newPackBuffers()
+	r.packUploads = make(chan struct{}, packUploads)
+	r.packs = newPackCache(r.packBufs)
+}
+
+// packBufSize is the size of the buffers of a remote store's packs (and
+// packCache's): a pack of remotePackTarget with its last chunk (shorter
+// than remotePackBelow) and its trailer fits. Fresh 4 MiB buffers, cleared and faulted in, cost an
+// ingest of 1 GiB 1.1 s of CPU and a recovery 2.5 s.
+const packBufSize = remotePackTarget + 2<<20
+
+// packBuffers keeps buffers of packBufSize for reuse, a few: the ingest's
+// packs being written and the packs packCache reads. Safe for concurrent
+// use.
+type packBuffers struct{ free chan []byte }
+
+// packBuffersKept is how many unused buffers packBuffers keeps.
+const packBuffersKept = 8
+
+func newPackBuffers() *packBuffers { return &packBuffers{free: make(chan []byte, packBuffersKept)} }
+
+// get returns a buffer of packBufSize, reused if one is free.
+func (b *packBuffers) get() []byte {
+	select {
+	case buf := <-b.free:
+		return buf[:packBufSize]
+	default:
+		return make([]byte, packBufSize)
+	}
+}
+
+// put keeps buf for reuse if it is one of get's and fewer than
+// packBuffersKept are kept. Its caller must not use it any more.
+func (b *packBuffers) put(buf []byte) {
+	if cap(buf) != packBufSize {
+		return
+	}
+	select {
+	case b.free <- buf[:packBufSize]:
+	default:
+	}
+}
 
 // packKey is the store key of the pack id of the folder stored under fk.
 func packKey(fk string, id []byte) string { return "r/" + fk + "/p/" + hex.EncodeToString(id) }
@@ -42,13 +109,18 @@ func newPackID() []byte {
 }
 
 // packer gathers the small chunks of one fetch into packs of about
-// packTarget bytes and writes each (unsynced when the store is a
+// target bytes and writes each (unsynced when the store is a
 // blob.Batcher) once full or at flush. Every pack it starts is pending in
 // its folder, safe from garbage collection, until release. Safe for
 // concurrent use.
 type packer struct {
-	store blob.Store
-	f     *folder
+	store  blob.Store
+	f      *folder
+	target int
+	bufs   *packBuffers // buffers for new packs; nil: none
+	// uploads holds a slot per pack being filled or written, if not nil:
+	// a fetch that needs a new pack waits for one, holding its own slot.
+	uploads chan struct{}
 
 	mu      sync.Mutex
 	cur     *pack.Builder
@@ -57,10 +129,14 @@ type packer struct {
 }
 
 // release ends the protection of the packer's packs: their chunks are
-// committed, or they are garbage.
+// committed, or they are garbage. A pack it did not write is dropped.
 func (p *packer) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.cur != nil {
+		p.cur, p.id = nil, nil
+		p.releaseSlot()
+	}
 	p.f.pendingMu.Lock()
 	defer p.f.pendingMu.Unlock()
 	for _, id := range p.claimed {
@@ -82,20 +158,29 @@ func (f *folder) isPending(id []byte) bool {
 func (p *packer) add(ctx context.Context, id, body []byte) (db.SealedChunk, error) {
 	p.mu.Lock()
 	if p.cur == nil {
-		p.cur, p.id = new(pack.Builder), newPackID()
-		p.claimed = append(p.claimed, p.id)
-		p.f.pendingMu.Lock()
-		if p.f.pending == nil {
-			p.f.pending = make(map[string]bool)
+		p.mu.Unlock()
+		if err := p.acquire(ctx); err != nil {
+			return db.SealedChunk{}, err
 		}
-		p.f.pending[string(p.id)] = true
-		p.f.pendingMu.Unlock()
+		p.mu.Lock()
+		if p.cur != nil {
+			p.releaseSlot() // another call started one meanwhile
+		} else {
+			p.cur, p.id = p.newBuilder(), newPackID()
+			p.claimed = append(p.claimed, p.id)
+			p.f.pendingMu.Lock()
+			if p.f.pending == nil {
+				p.f.pending = make(map[string]bool)
+			}
+			p.f.pending[string(p.id)] = true
+			p.f.pendingMu.Unlock()
+		}
 	}
 	e := p.cur.Add(id, body)
 	loc := db.SealedChunk{ID: id, Size: e.Length, Pack: p.id, Offset: e.Offset}
 	var full *pack.Builder
 	var fullID []byte
-	if p.cur.Len() >= packTarget {
+	if p.cur.Len() >= p.target {
 		full, fullID, p.cur, p.id = p.cur, p.id, nil, nil
 	}
 	p.mu.Unlock()
@@ -105,6 +190,26 @@ func (p *packer) add(ctx context.Context, id, body []byte) (db.SealedChunk, erro
 		}
 	}
 	return loc, nil
+}
+
+// acquire waits for a slot of p.uploads, if p has them, for a new pack.
+func (p *packer) acquire(ctx context.Context) error {
+	if p.uploads == nil {
+		return nil
+	}
+	select {
+	case p.uploads <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// releaseSlot gives back the slot of a pack written or dropped.
+func (p *packer) releaseSlot() {
+	if p.uploads != nil {
+		<-p.uploads
+	}
 }
 
 // flush writes the current pack, if it holds a chunk.
@@ -119,11 +224,28 @@ func (p *packer) flush(ctx context.Context) error {
 	return p.write(ctx, id, b)
 }
 
-// write stores the pack b as id.
-func (p *packer) write(ctx context.Context, id []byte, b *pack.Builder) error {
+// newBuilder returns a Builder for a new pack, in a buffer of p.bufs.
+func (p *packer) newBuilder() *pack.Builder {
+	if p.bufs == nil {
+		return new(pack.Builder)
+	}
+	return pack.NewBuilder(p.bufs.get())
+}
+
+// write stores the pack b as id and, once it is stored, gives its buffer
+// back to p.bufs (not after a failure: an HTTP transport may still be
+// reading a body after it answered).
+func (p *packer) write(ctx context.Context, id []byte, b *pack.Builder) (err error) {
 	data := b.Finish()
+	if p.bufs != nil && cap(data) == packBufSize {
+		defer func() {
+			if err == nil {
+				p.bufs.put(data)
+			}
+		}()
+	}
+	defer p.releaseSlot()
 	key := packKey(p.f.fk, id)
-	var err error
 	if batcher, ok := p.store.(blob.Batcher); ok {
 		err = batcher.PutUnsynced(ctx, key, bytes.NewReader(data), int64(len(data)))
 	} else {
@@ -141,6 +263,9 @@ func (p *packer) write(ctx context.Context, id []byte, b *pack.Builder) error {
 func (r *Receiver) readChunk(ctx context.Context, f *folder, loc db.SealedChunk, limit int64, fn func(io.Reader) error) error {
 	if loc.Pack == nil {
 		return r.store.Get(ctx, chunkKey(f.fk, loc.ID), func(rd io.Reader) error { return fn(io.LimitReader(rd, limit)) })
+	}
+	if r.packs != nil {
+		return r.packs.getRange(ctx, r.store, packKey(f.fk, loc.Pack), loc.Offset, min(loc.Size, limit), fn)
 	}
 	return blob.GetRange(ctx, r.store, packKey(f.fk, loc.Pack), loc.Offset, min(loc.Size, limit), fn)
 }

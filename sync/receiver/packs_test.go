@@ -324,7 +324,7 @@ func TestOrphanPacks(t *testing.T) {
 	f, _ := n.r.held(folderID)
 
 	// A pack an ingest wrote before the process died: not pending.
-	crashed := &packer{store: n.store, f: f}
+	crashed := &packer{store: n.store, f: f, target: defaultPackTarget}
 	if _, err := crashed.add(ctx, bytes.Repeat([]byte{1}, 32), []byte("orphan")); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestOrphanPacks(t *testing.T) {
 	}
 	crashed.release()
 	// And one an ingest has pending.
-	pending := &packer{store: n.store, f: f}
+	pending := &packer{store: n.store, f: f, target: defaultPackTarget}
 	defer pending.release()
 	if _, err := pending.add(ctx, bytes.Repeat([]byte{2}, 32), []byte("pending")); err != nil {
 		t.Fatal(err)

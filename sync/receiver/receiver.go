@@ -64,8 +64,12 @@ type Receiver struct {
 	store  blob.Store
 	log    *slog.Logger
 
-	batchBytes atomic.Int64 // about the largest SealedIndex sent; tests lower it
-	packBelow  atomic.Int64 // chunks shorter than this are packed; tests change it
+	batchBytes  atomic.Int64  // about the largest SealedIndex sent; tests lower it
+	packBelow   atomic.Int64  // chunks shorter than this are packed; tests change it
+	packTarget  atomic.Int64  // about the largest pack
+	packs       *packCache    // nil: packs read by range, a chunk at a time
+	packBufs    *packBuffers  // buffers of new packs (packer.bufs)
+	packUploads chan struct{} // packer.uploads
 
 	// storeKey, when set, opens folders stored opaquely; with opaqueNew,
 	// folders loaded for the first time are stored so (SetStoreKey).
@@ -151,6 +155,7 @@ func New(self crypt.DeviceID, database *db.DB, store blob.Store, log *slog.Logge
 	}
 	r.batchBytes.Store(defaultBatchBytes)
 	r.packBelow.Store(defaultPackBelow)
+	r.packTarget.Store(defaultPackTarget)
 	return r
 }
 

@@ -73,13 +73,14 @@ func (r *Receiver) collectPacks(ctx context.Context, f *folder, pp *packPlan) er
 }
 
 // repack copies the held chunks of the packs old into new packs of about
-// packTarget bytes. Per new pack: it is written durably, then the rows of
+// the receiver's pack target. Per new pack: it is written durably, then the rows of
 // its chunks are moved to it in one transaction, then the old packs it
 // emptied are deleted. A crash in between leaves a new pack no row uses,
 // or an old one, for a later prune to delete; nothing held is lost. A pack
 // that cannot be read whole (missing, or shorter than its rows say) is
 // left as it is, with a log line.
 func (r *Receiver) repack(ctx context.Context, f *folder, old []db.PackUsage) error {
+	target := r.packTarget.Load()
 	var (
 		b       = new(pack.Builder)
 		moves   []db.SealedChunk
@@ -109,7 +110,7 @@ func (r *Receiver) repack(ctx context.Context, f *folder, old []db.PackUsage) er
 		return nil
 	}
 	for _, u := range old {
-		if b.Len() > 0 && int64(b.Len())+u.LiveBytes > packTarget {
+		if b.Len() > 0 && int64(b.Len())+u.LiveBytes > target {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -119,7 +120,7 @@ func (r *Receiver) repack(ctx context.Context, f *folder, old []db.PackUsage) er
 		if err != nil {
 			return err
 		}
-		data, err := getLimited(ctx, r.store, key, packTarget+2*int64(crypt.MaxSealedChunkSize)+1<<20)
+		data, err := getLimited(ctx, r.store, key, max(target, defaultPackTarget)+2*int64(crypt.MaxSealedChunkSize)+1<<20)
 		if err != nil && !errors.Is(err, blob.ErrNotExist) && !errors.Is(err, ErrCorrupt) {
 			return fmt.Errorf("reading a pack to repack: %w", err)
 		}

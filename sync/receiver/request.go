@@ -126,7 +126,9 @@ func (r *Receiver) putEnvelope(ctx context.Context, f *folder, env, previous []b
 		return nil, err
 	}
 	r.log.Info("stored a new folder key envelope", "folder", f.id, "generation", gen)
-	r.dropEnvelopesBefore(ctx, f, gen)
+	if gen > 1 { // generations start at 1: no LIST for the first
+		r.dropEnvelopesBefore(ctx, f, gen)
+	}
 	return bytes.Clone(env), nil
 }
 

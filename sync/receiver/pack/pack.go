@@ -57,6 +57,12 @@ type Builder struct {
 	ids     map[string]bool
 }
 
+// NewBuilder returns an empty Builder that adds bodies into buf (from its
+// start; its contents are overwritten) as long as they fit, and whose
+// Finish returns buf's array if the pack fits it: for a caller that
+// reuses the buffers of packs written.
+func NewBuilder(buf []byte) *Builder { return &Builder{buf: buf[:0]} }
+
 // Add appends a copy of body as the chunk id and returns its entry. It
 // panics on an ID not of IDSize bytes, an empty or too long body, or an ID
 // already added: callers add each checked chunk once.

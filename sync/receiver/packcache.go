@@ -1,0 +1,237 @@
+package receiver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+
+	"lockstep/storage/blob"
+)
+
+// Reading packs whole, for a remote store.
+const (
+	// packCacheBytes bounds the memory of the packs a packCache keeps once
+	// read: a dozen pack buffers, enough for a recovery of four large files
+	// at once (with eight packs, a recovery read a third of its packs
+	// twice).
+	packCacheBytes = 12 * packBufSize
+	// packsTouched is how many packs a packCache remembers were read from
+	// by range: a pack among them is read whole at its next read.
+	packsTouched = 64
+	// packLoads is how many packs a packCache reads at once; other
+	// readers wait for them.
+	packLoads = 4
+)
+
+// packCache serves chunks of packs from whole packs read once, for a store
+// where each request costs a round trip (S3): a recovery reading chunks in
+// the order they were stored makes two GETs per pack instead of one per
+// chunk. The first chunk read from a pack is read by range; a pack is read
+// whole only when a second chunk of it is asked for while the first is
+// among the packsTouched last, so that reads in another order (a check's,
+// by chunk ID) do not read a whole pack for every chunk. A copy serves
+// each chunk once: a chunk asked for again is read from the store, so a
+// check after a recovery sees the store as it is, damage included. (Lockstep
+// never rewrites a pack under its key: a pack ID is random and written
+// once, a repack writes a new pack.) It keeps the packs most recently used
+// up to packCacheBytes. Safe for concurrent use.
+type packCache struct {
+	loads chan struct{} // a slot per pack being read
+	bufs  *packBuffers
+	max   int64 // bytes of the packs kept: packCacheBytes
+
+	mu      sync.Mutex
+	packs   map[string]*cachedPack // by key
+	touched []string               // packs read by range, the latest last
+	lru     []*cachedPack          // loaded packs, least recently used first
+	bytes   int64                  // held by the packs in lru (their buffers' capacity)
+}
+
+// cachedPack is one pack, read or being read.
+type cachedPack struct {
+	key   string
+	ready chan struct{} // closed once data or err is set
+	err   error
+	// Guarded by packCache.mu once ready:
+	data    []byte         // nil once dropped
+	refs    int            // readers of data
+	served  map[int64]bool // offsets of the chunks served from data
+	dropped bool           // out of the cache; data goes back to free with the last reader
+}
+
+// newPackCache returns an empty packCache that reads packs into buffers
+// of bufs.
+func newPackCache(bufs *packBuffers) *packCache {
+	return &packCache{loads: make(chan struct{}, packLoads), bufs: bufs, max: packCacheBytes, packs: make(map[string]*cachedPack)}
+}
+
+// getRange is blob.GetRange of the pack key in s, served from the pack
+// read whole. A missing pack is blob.ErrNotExist, as from s; a read that
+// failed is tried again by the next caller.
+func (c *packCache) getRange(ctx context.Context, s blob.Store, key string, off, n int64, fn func(io.Reader) error) error {
+	for {
+		p, load := c.entry(key)
+		if p == nil {
+			return blob.GetRange(ctx, s, key, off, n, fn)
+		}
+		if load {
+			c.load(ctx, s, p)
+		}
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if p.err != nil {
+			if ctx.Err() == nil && (errors.Is(p.err, context.Canceled) || errors.Is(p.err, context.DeadlineExceeded)) {
+				continue // the reader that loaded it gave up, not this one
+			}
+			return p.err
+		}
+		data, again := c.hold(p, off)
+		if again {
+			// Served from this copy before: read the store, which may
+			// have changed since (a check after a recovery must see it).
+			return blob.GetRange(ctx, s, key, off, n, fn)
+		}
+		if data == nil {
+			continue // dropped meanwhile
+		}
+		off = min(off, int64(len(data)))
+		err := fn(bytes.NewReader(data[off:min(off+n, int64(len(data)))]))
+		c.release(p)
+		return err
+	}
+}
+
+// hold returns p's data for a reader of the chunk at off, who calls
+// release when done; nil if p was dropped and its buffer reused; or again
+// if p served that chunk already.
+func (c *packCache) hold(p *cachedPack, off int64) (data []byte, again bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.data == nil {
+		return nil, false
+	}
+	if p.served[off] {
+		return nil, true
+	}
+	if p.served == nil {
+		p.served = make(map[int64]bool)
+	}
+	p.served[off] = true
+	p.refs++
+	return p.data, false
+}
+
+// release ends a reader's hold of p's data.
+func (c *packCache) release(p *cachedPack) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.refs--
+	c.recycle(p)
+}
+
+// recycle keeps the buffer of p, dropped and read by no one, for another
+// pack. Called with c.mu held.
+func (c *packCache) recycle(p *cachedPack) {
+	if !p.dropped || p.refs > 0 || p.data == nil {
+		return
+	}
+	c.bufs.put(p.data)
+	p.data = nil
+}
+
+// readInto reads r to its end into buf, and beyond it into a new slice if
+// r holds more.
+func readInto(r io.Reader, buf []byte) ([]byte, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return buf[:n], nil
+		}
+		if err != nil {
+			return buf[:n], err
+		}
+	}
+	rest, err := io.ReadAll(r)
+	if len(rest) == 0 {
+		return buf, err
+	}
+	return append(buf[:n:n], rest...), err
+}
+
+// entry returns the cache's entry for key, marked most recently used, and
+// whether the caller must load it (a new entry); or nil if key is not
+// among the packs touched lately, which it now is.
+func (c *packCache) entry(key string) (*cachedPack, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.packs[key]; ok {
+		if i := slices.Index(c.lru, p); i >= 0 {
+			c.lru = append(slices.Delete(c.lru, i, i+1), p)
+		}
+		return p, false
+	}
+	i := slices.Index(c.touched, key)
+	if i < 0 {
+		if len(c.touched) == packsTouched {
+			c.touched = slices.Delete(c.touched, 0, 1)
+		}
+		c.touched = append(c.touched, key)
+		return nil, false
+	}
+	c.touched = slices.Delete(c.touched, i, i+1)
+	p := &cachedPack{key: key, ready: make(chan struct{})}
+	c.packs[key] = p
+	return p, true
+}
+
+// load reads p's pack whole, then keeps it, dropping the least recently
+// used packs beyond c.max bytes, or forgets it if the read failed.
+func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
+	select {
+	case c.loads <- struct{}{}:
+		buf := c.bufs.get()
+		p.err = s.Get(ctx, p.key, func(r io.Reader) error {
+			var err error
+			p.data, err = readInto(r, buf)
+			return err
+		})
+		if p.err == nil && len(p.data) < packBufSize/2 && cap(p.data) == packBufSize {
+			// A small pack (the end of a fetch) in a buffer of its own.
+			p.data = bytes.Clone(p.data)
+			c.bufs.put(buf)
+		}
+		if p.data == nil {
+			p.data = buf[:0]
+		}
+		<-c.loads
+	case <-ctx.Done():
+		p.err = ctx.Err()
+	}
+	c.mu.Lock()
+	if p.err != nil {
+		delete(c.packs, p.key)
+		p.dropped = true
+		c.recycle(p)
+	} else {
+		c.lru = append(c.lru, p)
+		c.bytes += int64(cap(p.data))
+		for c.bytes > c.max && len(c.lru) > 0 {
+			old := c.lru[0]
+			c.lru = c.lru[1:]
+			c.bytes -= int64(cap(old.data))
+			delete(c.packs, old.key)
+			old.dropped = true
+			c.recycle(old)
+		}
+	}
+	c.mu.Unlock()
+	close(p.ready)
+}
