@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"lockstep/crypt"
+	"lockstep/storage/blob"
 	"lockstep/storage/db"
 	"lockstep/sync/protocol"
 )
@@ -122,12 +123,18 @@ func (r *Receiver) repairChunk(ctx context.Context, f *folder, id, body []byte) 
 	if int64(len(body)) != row.Size {
 		return fmt.Errorf("%w: chunk %x is %d bytes, the repair %d", protocol.ErrInvalidFile, id, row.Size, len(body))
 	}
+	// From the store itself, not the pack cache: what is there now.
 	var n int64
-	err = r.readChunk(ctx, f, row, row.Size+1, func(rd io.Reader) error {
+	count := func(rd io.Reader) error {
 		var err error
 		n, err = io.Copy(io.Discard, rd)
 		return err
-	})
+	}
+	if row.Pack == nil {
+		err = r.store.Get(ctx, chunkKey(f.fk, id), func(rd io.Reader) error { return count(io.LimitReader(rd, row.Size+1)) })
+	} else {
+		err = blob.GetRange(ctx, r.store, packKey(f.fk, row.Pack), row.Offset, row.Size, count)
+	}
 	if err == nil && n == row.Size {
 		return fmt.Errorf("%w: this receiver's copy of chunk %x reads whole; it replaces only a copy it lacks or cannot read", protocol.ErrInvalidFile, id)
 	}
