@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test test-short bench vet fmt proto docker
+.PHONY: build run test test-short bench bench-e2e vet fmt proto docker
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockstep
@@ -25,6 +25,14 @@ test-short:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./...
+
+# The end-to-end benchmarks alone, once each: real nodes on seeded data
+# (the standard set of 10,000 small files and 4 x 256 MiB, a local and an
+# S3 receiver, 100,000 files for checks), each figure as a metric of its
+# line (docs/performance.md says what each is). BENCH narrows them.
+BENCH ?= BenchmarkSync|BenchmarkReceiverIngest|BenchmarkCheckManyFiles
+bench-e2e:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m ./test
 
 vet:
 	$(GO) vet ./...
