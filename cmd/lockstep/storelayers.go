@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -15,6 +13,7 @@ import (
 	"lockstep/storage/blob/logged"
 	"lockstep/storage/blob/metered"
 	"lockstep/storage/blob/retry"
+	"lockstep/sync/check"
 )
 
 // storeLayerOptions say how the node wraps the blob store it opens:
@@ -91,28 +90,12 @@ func storeUsage(s blob.Store) (metered.Snapshot, bool) {
 // "10MiB", "1.5GB" (kB, MB, GB are powers of 1000; KiB, MiB, GiB of 1024).
 type byteRate int64
 
-var byteRateUnits = []struct {
-	suffix string
-	n      float64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-	{"b", 1},
-}
-
 func (b *byteRate) Set(s string) error {
-	num, mult := strings.ToLower(strings.TrimSpace(s)), 1.0
-	for _, u := range byteRateUnits {
-		if strings.HasSuffix(num, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.n
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || f*mult > math.MaxInt64/2 {
+	n, err := check.ParseSize(s)
+	if err != nil {
 		return fmt.Errorf("%q is not a size such as 10MiB", s)
 	}
-	*b = byteRate(f * mult)
+	*b = byteRate(n)
 	return nil
 }
 

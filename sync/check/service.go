@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,7 +267,7 @@ func ParseReadData(s string) (ReadData, error) {
 		return ReadData{All: true}, nil
 	case strings.HasSuffix(s, "%"):
 		p, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-		if err != nil || p <= 0 || p > 100 {
+		if err != nil || !(p > 0 && p <= 100) { // NaN is neither
 			return ReadData{}, fmt.Errorf("read-data subset %q: want a percentage above 0 and at most 100", s)
 		}
 		if p == 100 {
@@ -294,30 +295,34 @@ func (r ReadData) String() string {
 	return ""
 }
 
-// sizeUnits are the suffixes ParseSize knows, longest first.
+// sizeUnits are the suffixes ParseSize knows, in lower case, longest
+// first.
 var sizeUnits = []struct {
 	suffix string
-	mult   int64
+	mult   float64
 }{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
 }
 
-// ParseSize parses a byte count with an optional unit.
+// ParseSize parses a byte count with an optional unit, in any case:
+// "1048576", "512KiB", "1.5GB" (KB, MB, GB and TB are powers of 1000; KiB,
+// MiB, GiB, TiB and K, M, G, T of 1024). It is the one size syntax of
+// the CLI's flags.
 func ParseSize(s string) (int64, error) {
-	mult := int64(1)
+	num, mult := strings.ToLower(strings.TrimSpace(s)), 1.0
 	for _, u := range sizeUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
 			break
 		}
 	}
-	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) || n*mult > 1<<62 {
 		return 0, fmt.Errorf("size %q: want a number of bytes, with KiB, MiB, GiB, TiB, KB, MB, GB or TB", s)
 	}
-	return int64(n * float64(mult)), nil
+	return int64(n * mult), nil
 }
 
 // ParseInterval parses a schedule's interval: a Go duration ("12h",

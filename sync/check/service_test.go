@@ -118,7 +118,7 @@ func TestParseReadData(t *testing.T) {
 			t.Errorf("ParseReadData(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"0%", "101%", "-5%", "x", "5 apples", "-1", "0", "1e30"} {
+	for _, in := range []string{"0%", "101%", "-5%", "x", "5 apples", "-1", "0", "1e30", "NaN", "Inf", "NaN%"} {
 		if got, err := ParseReadData(in); err == nil {
 			t.Errorf("ParseReadData(%q) = %+v, want an error", in, got)
 		}
