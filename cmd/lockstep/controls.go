@@ -46,18 +46,6 @@ type controlDone struct {
 	Type   string `json:"type,omitempty"`
 }
 
-// jsonOpt adds --json to c, unless it has it already.
-func jsonOpt(c *cobra.Command) {
-	if c.Flags().Lookup("json") == nil {
-		c.Flags().Bool("json", false, "print the result as JSON")
-	}
-}
-
-func asJSON(c *cobra.Command) bool {
-	v, _ := c.Flags().GetBool("json")
-	return v
-}
-
 // control sends a request with body (nil for none) and prints msg, or
 // done as JSON with --json.
 func control(c *cobra.Command, g *globals, method, path string, body any, done controlDone, msg string) error {
@@ -68,11 +56,7 @@ func control(c *cobra.Command, g *globals, method, path string, body any, done c
 	if err := cl.Do(c.Context(), method, path, body, nil); err != nil {
 		return err
 	}
-	if asJSON(c) {
-		return printJSON(c.OutOrStdout(), done)
-	}
-	fmt.Fprintln(c.OutOrStdout(), msg)
-	return nil
+	return emit(c, done, func(w io.Writer) { fmt.Fprintln(w, msg) })
 }
 
 // scanAll lets scan rescan every folder with --all.
@@ -83,7 +67,7 @@ func scanAll(scan *cobra.Command, g *globals) {
 	scan.Short = "Rescan a folder, or every folder, now"
 	scan.Example = "  lockstep scan docs\n  lockstep scan --all"
 	scan.Flags().BoolVar(&all, "all", false, "rescan every folder")
-	jsonOpt(scan)
+	jsonFlag(scan)
 	scan.Args = func(c *cobra.Command, args []string) error {
 		switch {
 		case all && len(args) > 0:
@@ -117,7 +101,7 @@ func folderPause(g *globals, pause bool) *cobra.Command {
 				controlDone{Action: verb + "d", Folder: args[0]}, "folder "+args[0]+" "+verb+"d")
 		},
 	}
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -136,7 +120,7 @@ func folderType(g *globals) *cobra.Command {
 				controlDone{Action: "changed", Folder: args[0], Type: args[1]}, "folder "+args[0]+" is now "+args[1])
 		},
 	}
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -152,7 +136,7 @@ func folderUnshare(g *globals) *cobra.Command {
 				controlDone{Action: "unshared", Folder: args[0], Device: args[1]}, "folder "+args[0]+" is no longer shared with "+args[1])
 		},
 	}
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -178,7 +162,7 @@ func folderIgnores(g *globals) *cobra.Command {
 				if err := cl.Do(c.Context(), http.MethodGet, path, nil, &out); err != nil {
 					return err
 				}
-				if asJSON(c) {
+				if wantJSON(c) {
 					return printJSON(c.OutOrStdout(), out)
 				}
 				_, err := io.WriteString(c.OutOrStdout(), out.Text)
@@ -196,7 +180,7 @@ func folderIgnores(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodPut, path, web.Ignores{Text: string(b)}, nil); err != nil {
 				return err
 			}
-			if asJSON(c) {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), controlDone{Action: "saved", Folder: args[0]})
 			}
 			fmt.Fprintln(c.OutOrStdout(), "saved the ignore patterns of", args[0]+"; rescanning")
@@ -204,7 +188,7 @@ func folderIgnores(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&setFile, "set-file", "", "replace the patterns with this file's content ('-': standard input)")
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -229,7 +213,7 @@ func folderNeeded(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodGet, path, nil, &out); err != nil {
 				return err
 			}
-			if asJSON(c) {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), out)
 			}
 			if out.Total == 0 {
@@ -255,7 +239,7 @@ func folderNeeded(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&limit, "limit", 0, "list at most this many items (default and most: 1000)")
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -275,7 +259,7 @@ func folderChanges(g *globals) *cobra.Command {
 			if err := cl.Do(c.Context(), http.MethodGet, "/rest/folders/"+pathEscape(args[0])+"/changes", nil, &out); err != nil {
 				return err
 			}
-			if asJSON(c) {
+			if wantJSON(c) {
 				return printJSON(c.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -290,7 +274,7 @@ func folderChanges(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -328,7 +312,7 @@ func devicePause(g *globals, pause bool) *cobra.Command {
 				controlDone{Action: verb + "d", Device: args[0]}, "device "+args[0]+" "+verb+"d")
 		},
 	}
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }
 
@@ -344,6 +328,6 @@ func deviceRename(g *globals) *cobra.Command {
 				controlDone{Action: "renamed", Device: args[0], Name: args[1]}, "device "+args[0]+" is now called "+args[1])
 		},
 	}
-	jsonOpt(c)
+	jsonFlag(c)
 	return c
 }

@@ -15,7 +15,9 @@ import (
 // jsonFlag adds --json to c. With it, c prints its result as one JSON value
 // on stdout and nothing else there; messages and progress stay on stderr.
 func jsonFlag(c *cobra.Command) {
-	c.Flags().Bool("json", false, "print the result as JSON (one value on stdout)")
+	if c.Flags().Lookup("json") == nil { // added to a command that has it (scan --all)
+		c.Flags().Bool("json", false, "print the result as JSON (one value on stdout)")
+	}
 }
 
 // wantJSON reports whether c was given --json.
