@@ -90,10 +90,7 @@ func TestCheck(t *testing.T) {
 		writeFile(t, filepath.Join(dirA, "small-"+string(rune('a'+i))), randomBytes(uint64(10+i), 3000+i*100), 0o644)
 	}
 	a.cli("folder", "add", "docs", dirA)
-	holdFolder(t, r, "docs", a)
-	pw := passwordFile(t, "pw")
-	backUpTo(t, a, r, "docs", pw)
-	waitBackedUp(t, a, r, "docs")
+	backUp(t, a, r, "docs", passwordFile(t, "pw"))
 	// A second version of small-a, in a log object of its own.
 	writeFile(t, filepath.Join(dirA, "small-a"), []byte("the newest version of small-a\n"), 0o644)
 	a.cli("scan", "docs")
@@ -309,9 +306,7 @@ func TestCheckOnReceiver(t *testing.T) {
 				writeFile(t, filepath.Join(dirA, "small-"+string(rune('a'+i))), randomBytes(uint64(20+i), 2500), 0o644)
 			}
 			a.cli("folder", "add", "docs", dirA)
-			holdFolder(t, r, "docs", a)
-			backUpTo(t, a, r, "docs", passwordFile(t, "pw"))
-			waitBackedUp(t, a, r, "docs")
+			backUp(t, a, r, "docs", passwordFile(t, "pw"))
 
 			out, res := checkRun(t, r, "docs")
 			if res.code != 0 || !out.Clean || len(out.Reports) != 1 || out.Reports[0].Mode != "store" || out.Reports[0].Objects == 0 {
@@ -413,9 +408,7 @@ func TestConsoleChecks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "docs")
 	writeFile(t, filepath.Join(dir, "x.txt"), []byte("checked"), 0o644)
 	d.cli("folder", "add", "docs", dir)
-	holdFolder(t, r, "docs", d)
-	backUpTo(t, d, r, "docs", passwordFile(t, "console check password"))
-	waitBackedUp(t, d, r, "docs")
+	backUp(t, d, r, "docs", passwordFile(t, "console check password"))
 
 	cd := openConsole(t, browser, d)
 	cd.setUp()

@@ -700,9 +700,7 @@ func TestConsoleSettingsReceiver(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "docs")
 	writeFile(t, filepath.Join(dir, "x.txt"), []byte("first version"), 0o644)
 	d.cli("folder", "add", "docs", dir)
-	holdFolder(t, r, "docs", d)
-	backUpTo(t, d, r, "docs", passwordFile(t, "receiver test password"))
-	waitBackedUp(t, d, r, "docs")
+	backUp(t, d, r, "docs", passwordFile(t, "receiver test password"))
 	writeFile(t, filepath.Join(dir, "x.txt"), []byte("second version, longer"), 0o644)
 	d.cli("scan", "docs")
 	held := func() int64 {

@@ -26,10 +26,8 @@ func TestOpaqueStore(t *testing.T) {
 	writeFile(t, filepath.Join(dirA, "beach.jpg"), randomBytes(5, 300<<10), 0o644)
 	writeFile(t, filepath.Join(dirA, "notes.txt"), []byte("sunny"), 0o644)
 	a.cli("folder", "add", id, dirA, "--label", "Holidays 2026")
-	holdFolder(t, r, id, a)
 	pw := passwordFile(t, "opaque test password")
-	backUpTo(t, a, r, id, pw)
-	waitBackedUp(t, a, r, id)
+	backUp(t, a, r, id, pw)
 
 	fi, err := os.Stat(filepath.Join(r.home, "store.key"))
 	if err != nil || fi.Mode().Perm() != 0o600 {

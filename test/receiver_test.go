@@ -105,6 +105,15 @@ func backUpTo(t testing.TB, d, r *node, id, pwFile string) {
 	d.cli("folder", "share", id, r.ID, "--password-file", pwFile)
 }
 
+// backUp has receiver r hold d's folder id, shares it with r under the
+// password in pwFile, and waits until r holds every file of it.
+func backUp(t testing.TB, d, r *node, id, pwFile string) {
+	t.Helper()
+	holdFolder(t, r, id, d)
+	backUpTo(t, d, r, id, pwFile)
+	waitBackedUp(t, d, r, id)
+}
+
 // waitBackedUp waits until receiver r holds every file of d's folder id.
 func waitBackedUp(t testing.TB, d, r *node, id string) {
 	t.Helper()

@@ -63,7 +63,6 @@ func TestCheckREST(t *testing.T) {
 	if code, body := call(t, http.MethodPost, base, CheckRequest{}); code != http.StatusConflict {
 		t.Fatalf("a second check while one runs: %d %s", code, body)
 	}
-	time.Sleep(1100 * time.Millisecond) // the rate wants a second of watching
 	state := func() CheckState {
 		code, body := call(t, http.MethodGet, base, nil)
 		var st CheckState
@@ -72,8 +71,9 @@ func TestCheckREST(t *testing.T) {
 		}
 		return st
 	}
-	state() // the first look
+	state() // the first look, at 100 bytes
 	step <- 600
+	// A rate shows once the check has been watched a second.
 	testutil.Eventually(t, 5*time.Second, "a rate and time left", func() bool {
 		st := state()
 		return st.Running != nil && st.Running.Bytes == 600 && st.BytesPerSecond > 0 && st.SecondsLeft > 0

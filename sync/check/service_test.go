@@ -11,6 +11,7 @@ import (
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/test/testutil"
 )
 
 func openDB(t *testing.T) *db.DB {
@@ -24,6 +25,34 @@ func openDB(t *testing.T) *db.DB {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// ticking counts the rounds Serve makes (each reads the schedules), so a
+// test waits for rounds, not for time.
+type ticking struct {
+	Results
+	rounds atomic.Int32
+}
+
+func (r *ticking) CheckSchedules(ctx context.Context) ([]db.CheckSchedule, error) {
+	defer r.rounds.Add(1)
+	return r.Results.CheckSchedules(ctx)
+}
+
+// serveRounds runs svc.Serve until it has made n rounds after the first
+// check ran.
+func serveRounds(t *testing.T, svc *Service, res *ticking, runs *atomic.Int32, n int32) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error)
+	go func() { served <- svc.Serve(ctx) }()
+	testutil.Eventually(t, 10*time.Second, "the first check", func() bool { return runs.Load() > 0 })
+	from := res.rounds.Load()
+	testutil.Eventually(t, 10*time.Second, "more rounds", func() bool { return res.rounds.Load() >= from+n })
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestServiceRunRecords(t *testing.T) {
@@ -44,12 +73,10 @@ func TestServiceRunRecords(t *testing.T) {
 	}, d, slog.Default())
 	done := make(chan error)
 	go func() { _, err := svc.Run(ctx, "docs", RunOptions{ReadData: ReadData{All: true}}); done <- err }()
-	for {
-		if p, ok := svc.Running("docs"); ok && p.Phase == "data" {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the check's progress", func() bool {
+		p, ok := svc.Running("docs")
+		return ok && p.Phase == "data"
+	})
 	if _, err := svc.Run(ctx, "docs", RunOptions{}); !errors.Is(err, ErrRunning) {
 		t.Fatalf("a second check while one runs: %v, want ErrRunning", err)
 	}
@@ -78,30 +105,19 @@ func TestServiceRunRecords(t *testing.T) {
 
 func TestServiceSchedule(t *testing.T) {
 	d := openDB(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var runs atomic.Int32
 	var mode atomic.Value
+	res := &ticking{Results: d}
 	svc := NewService(func(ctx context.Context, folder string, o RunOptions, _ func(Progress)) ([]Report, error) {
 		runs.Add(1)
 		mode.Store(o.ReadData.String())
 		return []Report{{Folder: folder, Problems: []Problem{}}}, nil
-	}, d, slog.Default())
-	svc.tick = 5 * time.Millisecond
-	if err := d.SetCheckSchedule(ctx, db.CheckSchedule{Folder: "docs", Every: time.Hour, ReadData: "5%"}); err != nil {
+	}, res, slog.Default())
+	svc.tick = time.Millisecond
+	if err := d.SetCheckSchedule(context.Background(), db.CheckSchedule{Folder: "docs", Every: time.Hour, ReadData: "5%"}); err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error)
-	go func() { served <- svc.Serve(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for runs.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // ten more ticks: nothing is due
-	cancel()
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
+	serveRounds(t, svc, res, &runs, 10) // ten more rounds: nothing is due
 	if runs.Load() != 1 || mode.Load() != "5%" {
 		t.Fatalf("a check due hourly ran %d times in its first hour, reading %v; want once, 5%%", runs.Load(), mode.Load())
 	}
@@ -180,24 +196,19 @@ func TestServiceNarrowDoesNotClear(t *testing.T) {
 // again only after a while, and says why.
 func TestServiceScheduleFailing(t *testing.T) {
 	d := openDB(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var runs atomic.Int32
+	res := &ticking{Results: d}
 	svc := NewService(func(context.Context, string, RunOptions, func(Progress)) ([]Report, error) {
 		runs.Add(1)
 		return nil, errors.New("no receiver connected")
-	}, d, slog.New(slog.DiscardHandler))
-	svc.tick = 2 * time.Millisecond
-	if err := d.SetCheckSchedule(ctx, db.CheckSchedule{Folder: "docs", Every: time.Hour}); err != nil {
+	}, res, slog.New(slog.DiscardHandler))
+	svc.tick = time.Millisecond
+	if err := d.SetCheckSchedule(context.Background(), db.CheckSchedule{Folder: "docs", Every: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error)
-	go func() { served <- svc.Serve(ctx) }()
-	time.Sleep(100 * time.Millisecond) // some fifty ticks
-	cancel()
-	<-served
+	serveRounds(t, svc, res, &runs, 50)
 	if n := runs.Load(); n != 1 {
-		t.Fatalf("a failing scheduled check ran %d times in 100 ms, want once", n)
+		t.Fatalf("a failing scheduled check ran %d times in 50 rounds, want once", n)
 	}
 	if f, ok := svc.Failed("docs"); !ok || f.Err != "no receiver connected" {
 		t.Fatalf("Failed = %+v, %v", f, ok)
