@@ -62,9 +62,10 @@ type LastCheck struct {
 	Finished time.Time `json:"finished"`
 	Clean    bool      `json:"clean"`
 	// LastClean is when a check was last clean; absent if never.
-	LastClean *time.Time     `json:"lastClean,omitempty"`
-	Summary   string         `json:"summary"`
-	Reports   []check.Report `json:"reports"`
+	LastClean *time.Time `json:"lastClean,omitempty"`
+	Summary   string     `json:"summary"`
+	// Reports are left out of a folder's status.
+	Reports []check.Report `json:"reports,omitempty"`
 }
 
 // CheckSchedule is the body of PUT /rest/folders/{id}/check/schedule:
@@ -232,8 +233,9 @@ func (s *Server) putCheckSchedule(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// folderCheck adds the folder's check state to fs, and a failed last
-// check to its error: it stays an error until a later check is clean.
+// folderCheck adds the folder's check state to fs, without the reports
+// (a status is polled; GET .../check has them), and a failed last check
+// to its error: it stays an error until a later check is clean.
 func (s *Server) folderCheck(ctx context.Context, fs *FolderStatus) error {
 	st, err := s.checkState(ctx, fs.ID)
 	if err != nil {
@@ -242,10 +244,28 @@ func (s *Server) folderCheck(ctx context.Context, fs *FolderStatus) error {
 	if st.Running == nil && st.Last == nil && st.Every == "" && st.Failed == nil {
 		return nil
 	}
+	if st.Last != nil {
+		last := *st.Last
+		last.Reports = nil
+		st.Last = &last
+	}
 	fs.Check = &st
 	if st.Last != nil && !st.Last.Clean && fs.Error == "" {
 		fs.Error = "the last backup check found problems: " + st.Last.Summary
 	}
+	return nil
+}
+
+// fullCheck gives a folder's page the reports its status leaves out.
+func (s *Server) fullCheck(ctx context.Context, fs *FolderStatus) error {
+	if fs.Check == nil || fs.Check.Last == nil {
+		return nil
+	}
+	st, err := s.checkState(ctx, fs.ID)
+	if err != nil {
+		return err
+	}
+	fs.Check.Last = st.Last
 	return nil
 }
 

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -49,7 +50,8 @@ func TestCheckREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := serveTest(t, s).URL + "/rest/folders/docs/check"
+	srvURL := serveTest(t, s).URL
+	base := srvURL + "/rest/folders/docs/check"
 
 	done := make(chan string)
 	go func() {
@@ -92,8 +94,23 @@ func TestCheckREST(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &status) != nil || len(status.Folders) != 1 {
 		t.Fatalf("status: %d %s", code, body)
 	}
-	if f := status.Folders[0]; !strings.Contains(f.Error, "check found problems: 1 missing") || f.Check == nil {
-		t.Fatalf("folder status after a failed check: error %q, check %+v", f.Error, f.Check)
+	if f := status.Folders[0]; !strings.Contains(f.Error, "check found problems: 1 missing") || f.Check == nil || f.Check.Last == nil || f.Check.Last.Reports != nil {
+		t.Fatalf("folder status after a failed check: error %q, check %+v (want it without the reports)", f.Error, f.Check)
+	}
+	if st := state(); len(st.Last.Reports) != 1 {
+		t.Fatalf("GET check has %d reports, want the one", len(st.Last.Reports))
+	}
+	// The folder's page lists each problem, from the reports the status
+	// leaves out.
+	c := setUp(t, srvURL)
+	resp, err := c.Get(srvURL + "/folders/docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `class="check-problems"`) || !strings.Contains(string(page), "a.txt") || !strings.Contains(string(page), "ab-3") {
+		t.Fatalf("the folder page does not list the check's problem:\n%s", page)
 	}
 
 	for _, bad := range []CheckSchedule{{Every: "soon"}, {Every: "30s"}, {Every: "7d", ReadData: "200%"}} {

@@ -268,6 +268,9 @@ func (s *Server) getFolderPage(c echo.Context) error {
 	}
 	if p.Folder.Type == string(db.Encrypted) {
 		p.Encrypted = true
+		if err := s.fullCheck(ctx, p.Folder); err != nil {
+			return err
+		}
 		if s.cfg.Receiver != nil {
 			var r Retention
 			if err := s.callRESTInto(c, s.getRetention, nil, &r, "id", p.Folder.ID); err != nil {
@@ -294,6 +297,9 @@ func (s *Server) getFolderPage(c echo.Context) error {
 		return err
 	}
 	sort.Slice(p.Files, func(i, j int) bool { return p.Files[i].Name < p.Files[j].Name })
+	if err := s.fullCheck(ctx, p.Folder); err != nil {
+		return err
+	}
 	p.Controls = s.folderControlsOf(c, p.Folder.ID)
 	for _, peer := range p.Folder.Peers {
 		p.HasReceivers = p.HasReceivers || peer.Untrusted
