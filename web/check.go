@@ -23,7 +23,7 @@ type CheckRequest struct {
 	Receiver string `json:"receiver,omitempty"`
 	// ReadData is "" (metadata only), "all", "N%" or a size.
 	ReadData string `json:"readData,omitempty"`
-	// Repair sends chunks found missing or damaged again, where this
+	// Repair sends chunks found missing or cut short again, where this
 	// device's files or another receiver have them.
 	Repair bool `json:"repair,omitempty"`
 }

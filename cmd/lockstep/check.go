@@ -28,8 +28,9 @@ func newCheck(g *globals) *cobra.Command {
 			"check the log against what this device knows and the checkpoints it carries, and that every chunk every kept " +
 			"version needs is there with a size it can have. --read-data also fetches every chunk and opens it; " +
 			"--read-data-subset fetches a random share (another one each run). Nothing is written into the folder. " +
-			"--repair sends each chunk found missing or damaged again, sealed from this device's files when they still hold it, " +
-			"else copied from another receiver, and says what it could not repair.\n\n" +
+			"--repair sends each chunk found missing or cut short again, sealed from this device's files when they still hold it, " +
+			"else copied from another receiver, and says what it could not repair (a receiver never replaces a copy that reads " +
+			"whole, so a chunk whose bytes changed is reported, not overwritten).\n\n" +
 			"On a receiver: check its own store against its database, with no key: every object present with its size, " +
 			"packs whole, no orphans or temporary files left over.\n\n" +
 			"Exits 0 when clean, 4 when problems were found.",
@@ -70,7 +71,7 @@ func newCheck(g *globals) *cobra.Command {
 	c.Flags().StringVar(&receiverID, "receiver", "", "check only this receiver (a trusted device checks all of the folder's)")
 	c.Flags().BoolVar(&readData, "read-data", false, "fetch and open every chunk")
 	c.Flags().StringVar(&subset, "read-data-subset", "", "fetch and open a random N% of the chunks, or SIZE bytes of them (500MiB)")
-	c.Flags().BoolVar(&repair, "repair", false, "send chunks found missing or damaged again, from this device's files or another receiver")
+	c.Flags().BoolVar(&repair, "repair", false, "send chunks found missing or cut short again, from this device's files or another receiver")
 	_ = c.RegisterFlagCompletionFunc("receiver", func(c *cobra.Command, _ []string, s string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return completeArgs(g, completeDevices)(c, nil, s)
 	})

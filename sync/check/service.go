@@ -25,7 +25,7 @@ type RunOptions struct {
 	// ID checks them all.
 	Receiver crypt.DeviceID
 	ReadData ReadData
-	// Repair sends chunks found missing or damaged again, from this
+	// Repair sends chunks found missing or cut short again, from this
 	// device's files or another receiver.
 	Repair bool
 }
