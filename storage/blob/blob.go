@@ -144,6 +144,18 @@ func DeleteBatch(ctx context.Context, s Store, keys []string) ([]string, error) 
 	return deleted, nil
 }
 
+// Bottom returns the store under every wrapper of s (those with an
+// Unwrap method: retry, limit, logged, metered), or s itself.
+func Bottom(s Store) Store {
+	for {
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return s
+		}
+		s = u.Unwrap()
+	}
+}
+
 // RangeReader is the optional ability to read part of a blob without
 // reading the rest, for packs of small chunks served one at a time. Found
 // by type assertion on a Store; the function GetRange falls back to Get

@@ -51,20 +51,11 @@ type tempLister interface {
 }
 
 // tempListerOf finds the temp lister under any wrappers (retry, limit,
-// metering: they Unwrap): listing temporary files is a local look at
-// the disk, which those layers have nothing to add to.
+// metering): listing temporary files is a local look at the disk, which
+// those layers have nothing to add to.
 func tempListerOf(s blob.Store) (tempLister, bool) {
-	for s != nil {
-		if tl, ok := s.(tempLister); ok {
-			return tl, true
-		}
-		u, ok := s.(interface{ Unwrap() blob.Store })
-		if !ok {
-			return nil, false
-		}
-		s = u.Unwrap()
-	}
-	return nil, false
+	tl, ok := blob.Bottom(s).(tempLister)
+	return tl, ok
 }
 
 // Check compares what the store holds of an encrypted folder with what

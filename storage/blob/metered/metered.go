@@ -210,7 +210,7 @@ func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error
 	if err != nil {
 		requests++ // the one that failed
 	}
-	if _, ok := bottom(s.inner).(blob.BatchDeleter); ok {
+	if _, ok := blob.Bottom(s.inner).(blob.BatchDeleter); ok {
 		requests = (len(keys) + deleteBatchSize - 1) / deleteBatchSize
 	}
 	for i := range requests {
@@ -221,17 +221,6 @@ func (s *store) DeleteBatch(ctx context.Context, keys []string) ([]string, error
 		s.m.count(Delete, 0, e)
 	}
 	return deleted, err
-}
-
-// bottom is the store under every layer of s.
-func bottom(s blob.Store) blob.Store {
-	for {
-		u, ok := s.(interface{ Unwrap() blob.Store })
-		if !ok {
-			return s
-		}
-		s = u.Unwrap()
-	}
 }
 
 // deleteBatchSize is how many keys one S3 DeleteObjects request takes.
