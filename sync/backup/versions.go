@@ -20,6 +20,7 @@ import (
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/check"
 	"lockstep/sync/fsys"
 	"lockstep/sync/index"
 	"lockstep/sync/protocol"
@@ -97,7 +98,7 @@ func (b *Backup) ReceiverVersions(ctx context.Context, folderID, name string) ([
 			}
 			seen[key] = true
 			out = append(out, ReceiverVersion{
-				Path: r.Name, ID: hex.EncodeToString(sr.GetOrigin()) + "-" + strconv.FormatUint(sr.GetCounter(), 10),
+				Path: r.Name, ID: check.VersionID(sr.GetOrigin(), sr.GetCounter()),
 				Stored: time.Unix(0, sr.GetStoredNs()).UTC(), Size: r.Size, Deleted: r.Deleted, Receiver: dev, rec: r,
 			})
 		}

@@ -288,6 +288,12 @@ func (c *trustedCheck) pages(ctx context.Context, fn func(*protocol.LogPage) err
 	}
 }
 
+// VersionID names a version kept on receivers as the versions list does:
+// "<origin hex>-<counter>".
+func VersionID(origin []byte, counter uint64) string {
+	return hex.EncodeToString(origin) + "-" + strconv.FormatUint(counter, 10)
+}
+
 func logObject(seq int64) string { return "log " + strconv.FormatInt(seq, 10) }
 
 // record opens one record and notes what it needs.
@@ -304,7 +310,7 @@ func (c *trustedCheck) record(sr *protocol.SealedRecord) {
 	}
 	origin, fk, r := crypt.DeviceID(sr.GetOrigin()), crypt.FileKey(sr.GetFileKey()), o.Record
 	c.prover.Note(origin, fk, sr.GetCounter(), r.Deleted, o.Checkpoint)
-	vid := hex.EncodeToString(origin[:]) + "-" + strconv.FormatUint(sr.GetCounter(), 10)
+	vid := VersionID(origin[:], sr.GetCounter())
 	if origin == c.opts.Self {
 		c.own[fk] = append(c.own[fk], sr.GetCounter())
 		if int64(sr.GetCounter()) > c.opts.Known.LocalSequence {
@@ -369,7 +375,7 @@ func (c *trustedCheck) checkOwn() {
 			}
 		}
 		c.rep.Add(Problem{Kind: Missing, Path: r.Name,
-			Version: hex.EncodeToString(c.opts.Self[:]) + "-" + strconv.FormatInt(r.Sequence, 10),
+			Version: VersionID(c.opts.Self[:], uint64(r.Sequence)),
 			Detail:  "the receiver acknowledged this version, and its log no longer holds it or anything newer of the file"})
 	})
 }
@@ -556,7 +562,7 @@ func (c *trustedCheck) recheck(ctx context.Context) error {
 	present := map[string]bool{}
 	err := c.pages(ctx, func(page *protocol.LogPage) error {
 		for _, sr := range page.GetRecords() {
-			present[hex.EncodeToString(sr.GetOrigin())+"-"+strconv.FormatUint(sr.GetCounter(), 10)] = true
+			present[VersionID(sr.GetOrigin(), sr.GetCounter())] = true
 		}
 		return nil
 	})
