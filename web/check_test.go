@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -129,5 +130,35 @@ func TestCheckREST(t *testing.T) {
 	}
 	if code, _ := call(t, http.MethodPost, base, CheckRequest{ReadData: "lots"}); code != http.StatusBadRequest {
 		t.Errorf("a bad read-data: %d", code)
+	}
+}
+
+// TestCheckFailedShown: a check that could not run answers with its error,
+// and the folder's check state says so until one runs.
+func TestCheckFailedShown(t *testing.T) {
+	database, err := db.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close() })
+	ctx := context.Background()
+	if err := database.PutFolder(ctx, db.Folder{ID: "docs", Path: t.TempDir(), Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	svc := check.NewService(func(context.Context, string, check.RunOptions, func(check.Progress)) ([]check.Report, error) {
+		return nil, errors.New("no receiver connected")
+	}, database, slog.New(slog.DiscardHandler))
+	s, err := New(ctx, "127.0.0.1:0", Config{DB: database, Conns: fakeConns{}, Engine: fakeEngine{}, Checks: svc, APIKey: testKey, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveTest(t, s).URL + "/rest/folders/docs/check"
+	if code, body := call(t, http.MethodPost, base, CheckRequest{}); code == http.StatusOK || !strings.Contains(body, "no receiver connected") {
+		t.Fatalf("a check that cannot run: %d %s", code, body)
+	}
+	code, body := call(t, http.MethodGet, base, nil)
+	var st CheckState
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Failed == nil || st.Failed.Err != "no receiver connected" || st.Last != nil {
+		t.Fatalf("check state after a check that could not run: %d %s", code, body)
 	}
 }
