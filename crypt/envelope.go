@@ -122,7 +122,7 @@ func sealRing(ring []FolderKey, password []byte, logN int, recovery []*age.X2551
 	}
 	pr.SetWorkFactor(logN)
 	var e envelope
-	if e.password, err = ageSeal(ring, pr); err != nil {
+	if e.password, err = withKDF(func() ([]byte, error) { return ageSeal(ring, pr) }); err != nil {
 		return nil, fmt.Errorf("sealing envelope: %w", err)
 	}
 	if len(recovery) > 0 {
@@ -179,7 +179,7 @@ func openRing(env, password []byte, maxLogN int) ([]FolderKey, error) {
 		return nil, fmt.Errorf("opening envelope: %w", err)
 	}
 	si.SetMaxWorkFactor(maxLogN)
-	ring, err := ageOpen(e.password, passwordIdentity{si})
+	ring, err := withKDF(func() ([]FolderKey, error) { return ageOpen(e.password, passwordIdentity{si}) })
 	var noMatch *age.NoIdentityMatchError
 	switch {
 	case errors.As(err, &noMatch):

@@ -17,10 +17,22 @@ type Status struct {
 	// get, head, list, delete) since the node started: with an S3 store,
 	// what its bill counts.
 	StoreUsage *metered.Snapshot `json:"storeUsage,omitempty"`
-	Folders    []FolderStatus    `json:"folders"`
-	Devices    []DeviceStatus    `json:"devices"`
+	// Memory is the node process's resident memory.
+	Memory  *MemoryStatus  `json:"memory,omitempty"`
+	Folders []FolderStatus `json:"folders"`
+	Devices []DeviceStatus `json:"devices"`
 	// Discovery is how this node finds devices and is found.
 	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
+}
+
+// MemoryStatus is a process's resident memory, in bytes.
+type MemoryStatus struct {
+	RSS  int64 `json:"rssBytes"`
+	Peak int64 `json:"peakRssBytes"`
+	// PeakOutsideKDF leaves out the peaks while scrypt ran for a
+	// password (256 MiB for about a second); absent where the system
+	// can't tell them apart.
+	PeakOutsideKDF int64 `json:"peakRssOutsideScryptBytes,omitempty"`
 }
 
 // FolderStatus is one folder in Status.

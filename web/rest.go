@@ -41,7 +41,15 @@ func (s *Server) getStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, StoreUsage: s.storeUsage(), Devices: devs, Folders: folders, Discovery: s.discoveryStatus(devs)})
+	return c.JSON(http.StatusOK, Status{DeviceID: s.cfg.ID.String(), Store: s.cfg.Store, StoreUsage: s.storeUsage(), Memory: s.memory(), Devices: devs, Folders: folders, Discovery: s.discoveryStatus(devs)})
+}
+
+// memory is the process's memory, or nil when unknown.
+func (s *Server) memory() *MemoryStatus {
+	if s.cfg.Memory == nil {
+		return nil
+	}
+	return s.cfg.Memory()
 }
 
 // storeUsage is the blob store's usage, or nil when it is not metered.

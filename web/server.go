@@ -76,6 +76,8 @@ type Config struct {
 	// since start (storage/blob/metered); nil, or ok false, when the
 	// store is not metered.
 	StoreUsage func() (metered.Snapshot, bool)
+	// Memory returns the process's memory, nil where unknown.
+	Memory func() *MemoryStatus
 	// Home is the node's home directory. A console bound beyond loopback
 	// keeps its HTTPS certificate there (CertFile, KeyFile); before the
 	// admin password is set, the first run's setup token is there

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"sync/atomic"
+	"time"
 )
 
 // startDebug starts the debugging aids the environment asks for, for
@@ -39,6 +41,9 @@ func startDebug() (stop func(), err error) {
 			}
 		})
 	}
+	if dir := os.Getenv("LOCKSTEP_HEAPDUMP"); dir != "" {
+		stops = append(stops, heapDumps(dir))
+	}
 	if path := os.Getenv("LOCKSTEP_TRACE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -54,4 +59,47 @@ func startDebug() (stop func(), err error) {
 		})
 	}
 	return stop, nil
+}
+
+// heapDumps writes the heap in use to DIR/heap-PID-N-SIZE.pprof whenever
+// the process's peak resident memory outside scrypt rises (looked at
+// every 100 ms), and the Go runtime's figures to DIR/heap-PID.txt,
+// for finding what a peak is made of. It returns a function that stops.
+func heapDumps(dir string) func() {
+	runtime.MemProfileRate = 64 << 10
+	done := make(chan struct{})
+	var n atomic.Int64
+	log, err := os.Create(fmt.Sprintf("%s/heap-%d.txt", dir, os.Getpid()))
+	if err != nil {
+		return func() {}
+	}
+	go func() {
+		defer log.Close()
+		var peak int64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			st := memory.status()
+			if st == nil || st.PeakOutsideKDF < peak+(4<<20) {
+				continue
+			}
+			peak = st.PeakOutsideKDF
+			rss := st.RSS
+			f, err := os.Create(fmt.Sprintf("%s/heap-%d-%03d-%dMiB.pprof", dir, os.Getpid(), n.Add(1), rss>>20))
+			if err != nil {
+				return
+			}
+			pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Fprintf(log, "heapdump %d rss=%dMiB heapinuse=%dMiB heapidle-unreleased=%dMiB stacks=%dMiB gosys=%dMiB nextgc=%dMiB\n", os.Getpid(), rss>>20, ms.HeapInuse>>20, (ms.HeapIdle-ms.HeapReleased)>>20, ms.StackSys>>20, ms.Sys>>20, ms.NextGC>>20)
+		}
+	}()
+	return func() { close(done) }
 }

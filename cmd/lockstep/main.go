@@ -23,6 +23,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := newRoot()
+	startMemoryLimit()
 	stopDebug, err := startDebug()
 	cmd := root
 	if err == nil {
@@ -30,6 +31,7 @@ func main() {
 	}
 	stopDebug()
 	stop()
+	writeMemStats()
 	if err != nil {
 		msg := oneLine(err)
 		// Cobra's own argument errors say nothing about what was expected.

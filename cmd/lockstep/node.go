@@ -187,7 +187,7 @@ func runNode(parent context.Context, opts nodeOptions) error {
 	}
 	var srv *web.Server
 	if opts.GUI != "" {
-		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Checks: checks, StoreUsage: func() (metered.Snapshot, bool) { return storeUsage(store) }, Events: bus, Discovery: find, Home: opts.Home, Hosts: opts.GUIHosts, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
+		srv, err = web.New(ctx, opts.GUI, web.Config{ID: id.ID, DB: database, Conns: conns, Engine: eng, Backup: bk, Receiver: recv, Checks: checks, StoreUsage: func() (metered.Snapshot, bool) { return storeUsage(store) }, Memory: memory.status, Events: bus, Discovery: find, Home: opts.Home, Hosts: opts.GUIHosts, APIKey: apiKey, Logger: log, FolderRoot: folderRoot, Store: storeDesc})
 		if err != nil {
 			return fmt.Errorf("console on %s: %w", opts.GUI, err)
 		}
