@@ -54,9 +54,6 @@ func newRecover(g *globals) *cobra.Command {
 			}
 			stderr := c.ErrOrStderr()
 			pp := newProgressPrinter(stderr, "recovering", folder)
-			// Before the heap grows: scrypt's work area and the chunks'
-			// buffers fault in far fewer pages.
-			prefetch := adviseHugeHeap()
 			res, err := restore.Recover(c.Context(), restore.Options{
 				Identity: id,
 				Address:  addr,
@@ -67,7 +64,6 @@ func newRecover(g *globals) *cobra.Command {
 				Progress: pp.print,
 				Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 				Version:  version,
-				Prefetch: prefetch,
 
 				AcceptIncomplete: acceptIncomplete,
 			})

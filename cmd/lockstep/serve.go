@@ -34,9 +34,6 @@ func newServe(g *globals) *cobra.Command {
 			"  lockstep serve --s3-endpoint s3.example.org --s3-bucket lockstep",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			// Before the heap grows: a node's buffers, and scrypt's work
-			// area when it shares a folder, fault in far fewer pages.
-			adviseHugeHeap()
 			dir, err := home.Resolve(g.home)
 			if err != nil {
 				return err

@@ -41,7 +41,7 @@ const (
 	// unacknowledged.
 	sendWindow = 4
 	// fetchParallel is how many chunk requests an ingester keeps in flight.
-	fetchParallel = 32
+	fetchParallel = 16
 	// readLimit is how many records the log sender reads at a time.
 	readLimit = 1024
 )

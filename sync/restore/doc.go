@@ -36,7 +36,7 @@
 //     are dropped from the page cache dropBehind behind their part written
 //     from the start, once on disk.
 //   - At most MaxChunksInFlight chunk requests are outstanding at once,
-//     and while the key opens (only with Options.Prefetch) at most
+//     and while the key opens at most
 //     prefetchInFlight, fetching the records' chunks until prefetchBudget
 //     bytes are held. Those are
 //     opened and checked like any other when a file takes them; one never

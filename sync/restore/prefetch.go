@@ -22,13 +22,14 @@ import (
 // alternating runs. The price: a wrong password fetches up to the budget
 // for nothing (what a second of scrypt lets through, on a slow link).
 //
-// It runs only where the heap has huge pages (Options.Prefetch, set where the heap has huge pages): with
-// scrypt's work area faulted in page by page, the prefetch's own memory
-// use slowed those faults down far more than the prefetch saved (on the
-// dev VM, 10,000 small files recovered in 5.7-7.0 s so, against 2.8-2.9 s
-// with huge pages for scrypt and no prefetch, and 1.6-2.35 s with both).
+// The budget was 96 MiB; 48 MiB keeps a recovery's memory outside scrypt
+// near 165 MB (it was 250-270 MB) at no cost the benchmarks could see.
+// It once ran only where the heap had huge pages (on small pages the
+// prefetch's memory made scrypt's faults dearer); since scrypt's work
+// area is returned after it, it runs everywhere, and a recovery took
+// 5.33-6.14 s with it on small pages against 6.01-6.18 s on huge pages.
 const (
-	prefetchBudget   = 96 << 20 // bytes of chunks held
+	prefetchBudget   = 48 << 20 // bytes of chunks held
 	prefetchInFlight = 16
 )
 

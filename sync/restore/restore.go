@@ -72,11 +72,6 @@ type Options struct {
 	// Version is the implementation version sent in the Hello message;
 	// optional.
 	Version string
-	// Prefetch fetches chunks while the password opens the key. It pays
-	// only where the heap has huge pages (cmd's hugeheap): with scrypt's
-	// work area faulted in page by page, the prefetch's own memory use
-	// slowed those faults down more than it saved.
-	Prefetch bool
 	// AcceptIncomplete writes what the receiver holds even when its
 	// newest checkpoint proves records missing; Recover then returns
 	// ErrIncomplete after writing.
@@ -178,7 +173,7 @@ func recoverOver(ctx context.Context, s *session, opts Options, log *slog.Logger
 		keys, err := s.folderKeys(kctx, opts.Password)
 		keysc <- opened{keys, err}
 	})
-	pf := newPrefetcher(ctx, s.conn, opts.Folder, opts.Prefetch)
+	pf := newPrefetcher(ctx, s.conn, opts.Folder, true)
 	defer pf.close()
 	c, err := s.collect(ctx, last, keysc, func(k *crypt.Keys) *collector {
 		log.Debug("opened folder key", "folder", opts.Folder, "log", last)

@@ -492,7 +492,6 @@ func TestRecoverPrefetchesWhileKeyOpens(t *testing.T) {
 	tr.envelopeAfter = small + 1
 	tr.start()
 	opts := tr.options(t)
-	opts.Prefetch = true
 	res, err := Recover(recoverCtx(t), opts)
 	if err != nil || res.Files != small+1 {
 		t.Fatalf("Recover = %+v, %v; want %d files", res, err, small+1)
