@@ -2,8 +2,11 @@ package test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -61,6 +64,55 @@ func (n *node) peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// memoryJSON is the memory of a node's /rest/status, or what
+// LOCKSTEP_MEMSTATS writes for a command.
+type memoryJSON struct {
+	RSS            int64 `json:"rssBytes"`
+	Peak           int64 `json:"peakRssBytes"`
+	PeakOutsideKDF int64 `json:"peakRssOutsideScryptBytes"`
+}
+
+// memory is the node's memory now.
+func (n *node) memory() memoryJSON {
+	var st struct {
+		Memory memoryJSON `json:"memory"`
+	}
+	n.get("/rest/status", &st)
+	return st.Memory
+}
+
+// reportMemory reports a process's peaks, in MB: overall as
+// MB-rss-NAME and outside scrypt as MB-rss-NAME-ex-kdf.
+func reportMemory(b *testing.B, name string, m memoryJSON) {
+	b.ReportMetric(float64(m.Peak)/(1<<20), "MB-rss-"+name)
+	b.ReportMetric(float64(m.PeakOutsideKDF)/(1<<20), "MB-rss-"+name+"-ex-kdf")
+}
+
+// runMeasured runs the binary like mustRun and returns the memory it
+// reported at exit (LOCKSTEP_MEMSTATS).
+func runMeasured(b *testing.B, home string, args ...string) memoryJSON {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "memstats.json")
+	cmd := command(context.Background(), "", append([]string{"--home", home}, args...)...)
+	env := debugEnv("cli-" + args[0])
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env, "LOCKSTEP_MEMSTATS="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("lockstep %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	var m memoryJSON
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(raw, &m)
+	}
+	if err != nil {
+		b.Fatalf("lockstep %s: its memory: %v", strings.Join(args, " "), err)
+	}
+	return m
 }
 
 // cpuSeconds is the CPU time (user and system) n's process has used so
@@ -138,6 +190,107 @@ func BenchmarkSyncSmallFiles(b *testing.B) {
 		na.stop()
 		nb.stop()
 	}
+}
+
+// BenchmarkSyncManyFiles syncs LOCKSTEP_BENCH_FILES small files (1-4 KiB,
+// 100,000 by default) in count/100 directories between two trusted nodes,
+// from the share (the first node's scan included) to the second node
+// complete. Beside it, `cp -a` of the same tree followed by `sync`: the
+// machine's own cost of writing it (x-cp is the ratio). Then the median
+// time for an edited file to arrive at that size, the nodes' peak memory
+// and their databases' sizes.
+func BenchmarkSyncManyFiles(b *testing.B) {
+	count := benchFiles(b)
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		aDir, bDir := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		for i := range count {
+			writeFile(b, filepath.Join(aDir, fmt.Sprintf("d%04d/f%07d", i%max(count/100, 1), i)), randomBytes(uint64(i), 1024+i%3072), 0o644)
+		}
+		settle()
+		start := time.Now()
+		if out, err := exec.Command("cp", "-a", aDir, filepath.Join(dir, "cp")).CombinedOutput(); err != nil {
+			b.Fatalf("cp -a: %v\n%s", err, out)
+		}
+		settle()
+		cpSecs := time.Since(start).Seconds()
+
+		na, nb := startPair(b)
+		settle()
+		b.StartTimer()
+		start, cpuA, cpuB := time.Now(), na.cpuSeconds(), nb.cpuSeconds()
+		shareFolder(na, nb, aDir, bDir)
+		waitComplete(b, nb, int64(count))
+		secs := time.Since(start).Seconds()
+		b.StopTimer()
+		b.ReportMetric(secs, "s")
+		b.ReportMetric(float64(count)/secs, "files/s")
+		b.ReportMetric(cpSecs, "s-cp")
+		b.ReportMetric(secs/cpSecs, "x-cp")
+		b.ReportMetric(na.cpuSeconds()-cpuA, "cpu-s-a")
+		b.ReportMetric(nb.cpuSeconds()-cpuB, "cpu-s-b")
+
+		// An edit at this size, five times; the median.
+		var lat []time.Duration
+		for i := range 5 {
+			name := fmt.Sprintf("d%04d/f%07d", i, i*max(count/100, 1)+i)
+			want := []byte(fmt.Sprintf("edit %d at %d", i, time.Now().UnixNano()))
+			start := time.Now()
+			writeFile(b, filepath.Join(aDir, name), want, 0o644)
+			for {
+				got, err := os.ReadFile(filepath.Join(bDir, name))
+				if err == nil && bytes.Equal(got, want) {
+					break
+				}
+				if time.Since(start) > time.Minute {
+					b.Fatalf("the edit of %s did not arrive within a minute", name)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			lat = append(lat, time.Since(start))
+			time.Sleep(200 * time.Millisecond)
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-edit")
+
+		reportMemory(b, "a", na.memory())
+		reportMemory(b, "b", nb.memory())
+		b.ReportMetric(float64(dbSize(b, na.home))/1e6, "MB-db-a")
+		b.ReportMetric(float64(dbSize(b, nb.home))/1e6, "MB-db-b")
+		na.stop()
+		nb.stop()
+	}
+}
+
+// benchFiles is LOCKSTEP_BENCH_FILES, 100,000 by default: how many small
+// files the benchmarks of many files use.
+func benchFiles(b *testing.B) int {
+	s := os.Getenv("LOCKSTEP_BENCH_FILES")
+	if s == "" {
+		return 100000
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("LOCKSTEP_BENCH_FILES=%q", s)
+	}
+	return n
+}
+
+// dbSize is the bytes of a node's database, its write-ahead log
+// included.
+func dbSize(b *testing.B, home string) int64 {
+	var n int64
+	matches, _ := filepath.Glob(filepath.Join(home, "lockstep.db*"))
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil {
+			n += fi.Size()
+		}
+	}
+	if n == 0 {
+		b.Fatalf("no database in %s", home)
+	}
+	return n
 }
 
 func BenchmarkSyncLargeFiles(b *testing.B) {
@@ -360,8 +513,8 @@ func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 		b.ReportMetric(a.cpuSeconds()-cpuA, "cpu-s-a")
 		b.ReportMetric(r.cpuSeconds()-cpuR, "cpu-s-r")
 		b.ReportMetric(float64(st.StoredBytes)/float64(total), "stored/plain")
-		b.ReportMetric(float64(a.peakRSS())/(1<<20), "MB-rss-a")
-		b.ReportMetric(float64(r.peakRSS())/(1<<20), "MB-rss-r")
+		reportMemory(b, "a", a.memory())
+		reportMemory(b, "r", r.memory())
 		use1 := r.storeUsage()
 		if storeArgs != nil {
 			reportStoreUsage(b, use1.minus(use0), "")
@@ -373,8 +526,10 @@ func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 		use1 = r.storeUsage()
 		cpuR = r.cpuSeconds()
 		start = time.Now()
-		mustRun(b, newHome, recoverArgs(r, "f", pw, dst)...)
+		rm := runMeasured(b, newHome, recoverArgs(r, "f", pw, dst)...)
 		rsecs := time.Since(start).Seconds()
+		reportMemory(b, "recover", rm)
+		reportMemory(b, "r-after-recover", r.memory())
 		b.ReportMetric(rsecs, "s-recover")
 		b.ReportMetric(float64(total)/rsecs/1e6, "MB/s-recover")
 		b.ReportMetric(r.cpuSeconds()-cpuR, "cpu-s-r-recover")
@@ -454,14 +609,7 @@ func reportStoreUsage(b *testing.B, u storeUsageJSON, suffix string) {
 // of a receiver holding LOCKSTEP_BENCH_FILES small files (100,000 by
 // default) in 1,000 directories, and of the receiver's check of its store.
 func BenchmarkCheckManyFiles(b *testing.B) {
-	count := 100000
-	if s := os.Getenv("LOCKSTEP_BENCH_FILES"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("LOCKSTEP_BENCH_FILES=%q", s)
-		}
-		count = n
-	}
+	count := benchFiles(b)
 	for range b.N {
 		b.StopTimer()
 		src := filepath.Join(b.TempDir(), "a")
