@@ -3,7 +3,11 @@ package index
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 
 	"lockstep/chunk"
@@ -284,5 +288,120 @@ func TestUpdateLocalShuffles(t *testing.T) {
 	}
 	if r, _ := s.Local("x"); r.Size != 2 {
 		t.Fatalf("the earlier of two records of one name won: %+v", r)
+	}
+}
+
+// The orderings kept beside the map (by name, by sequence) answer as a
+// walk of every local record would, through updates of new and known
+// names, local-only records, deletions, a renumbering and a reload.
+func TestLocalOrderingsMatchAWalk(t *testing.T) {
+	ctx := context.Background()
+	d, s := openSet(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	v := Vector{{1, 1}}
+	check := func(s *Set, when string) {
+		t.Helper()
+		s.mu.RLock()
+		all := make([]Record, 0, len(s.local))
+		for _, r := range s.local {
+			all = append(all, *r)
+		}
+		s.mu.RUnlock()
+		for _, since := range []int64{0, 1, s.LocalSequence() / 2, s.LocalSequence() - 3, s.LocalSequence()} {
+			var want []Record
+			for _, r := range all {
+				if r.Sequence > since && r.Flags&FlagLocalOnly == 0 {
+					want = append(want, r)
+				}
+			}
+			sort.Slice(want, func(i, j int) bool { return want[i].Sequence < want[j].Sequence })
+			got := s.LocalSince(since)
+			if len(got) != len(want) {
+				t.Fatalf("%s: LocalSince(%d) gave %d records, a walk %d", when, since, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].Name != want[i].Name || got[i].Sequence != want[i].Sequence {
+					t.Fatalf("%s: LocalSince(%d)[%d] = %s@%d, want %s@%d", when, since, i, got[i].Name, got[i].Sequence, want[i].Name, want[i].Sequence)
+				}
+			}
+		}
+		for _, dir := range []string{"d1", "d1/s", "d2", "d10"} {
+			var want []string
+			for _, r := range all {
+				if !r.Deleted && strings.HasPrefix(r.Name, dir+"/") {
+					want = append(want, r.Name)
+				}
+			}
+			sort.Strings(want)
+			var got []string
+			s.EachLocalUnder(dir, func(r Record) error { got = append(got, r.Name); return nil })
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: under %s: %v, a walk %v", when, dir, got, want)
+			}
+		}
+	}
+	for round := range 40 {
+		batch := make([]Record, 0, 20)
+		for range 1 + rng.IntN(20) {
+			name := fmt.Sprintf("d%d/f%d", rng.IntN(12), rng.IntN(30))
+			if rng.IntN(4) == 0 {
+				name = fmt.Sprintf("d%d/s/f%d", rng.IntN(12), rng.IntN(10))
+			}
+			r := Record{Name: name, Version: v, Deleted: rng.IntN(5) == 0}
+			if rng.IntN(8) == 0 {
+				r.Flags = FlagLocalOnly
+			}
+			batch = append(batch, r)
+		}
+		if _, err := s.UpdateLocal(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		check(s, fmt.Sprintf("round %d", round))
+		if round == 20 {
+			if err := s.Renumber(ctx, s.LocalSequence()+100); err != nil {
+				t.Fatal(err)
+			}
+			check(s, "after the renumbering")
+		}
+	}
+	s2, err := Load(ctx, d, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(s2, "after a reload")
+}
+
+// BenchmarkLocalSince is the announcement of the last 100 changes of a
+// folder of 100,000 files: what a node pulling many files does after each
+// batch.
+func BenchmarkLocalSince(b *testing.B) {
+	ctx := context.Background()
+	d, err := db.Open(filepath.Join(b.TempDir(), "l.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: "/f", Type: db.SendReceive}); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Load(ctx, d, "f")
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]Record, 1000)
+	for i := range 100 {
+		for j := range recs {
+			recs[j] = Record{Name: fmt.Sprintf("d%03d/f%06d", j%100, i*1000+j), Version: Vector{{1, 1}}}
+		}
+		if _, err := s.UpdateLocal(ctx, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	since := s.LocalSequence() - 100
+	b.ResetTimer()
+	for range b.N {
+		if n := len(s.LocalSince(since)); n != 100 {
+			b.Fatalf("%d records", n)
+		}
 	}
 }
