@@ -7,14 +7,14 @@ import (
 )
 
 // The limit sits at the floor for a small heap, gives a large live heap
-// the collector's usual room, and is off while scrypt runs.
+// half again its size, and is off while scrypt runs.
 func TestMemoryLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	if got := softLimit(10 << 20); got != memoryFloor {
 		t.Errorf("limit for a live heap of 10 MiB: %d MiB, want the floor", got>>20)
 	}
-	if got := softLimit(300 << 20); got != 600<<20 {
-		t.Errorf("limit for a live heap of 300 MiB: %d MiB, want 600", got>>20)
+	if got := softLimit(300 << 20); got != 450<<20 {
+		t.Errorf("limit for a live heap of 300 MiB: %d MiB, want 450", got>>20)
 	}
 	l := &memoryLimiter{}
 	l.adjust()

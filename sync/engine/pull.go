@@ -97,21 +97,24 @@ func (f *folder) runPull(ctx context.Context) (retry bool) {
 		f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: itemAction(r), Error: err.Error()})
 	}
 
-	var files, deletes []index.Record
+	// files reuses need's array (a record is moved down only once read):
+	// a second copy of 100,000 records was 12 MB of a node's peak.
+	files := need[:0]
+	var deletes []index.Record
 	for i := range need {
-		r := &need[i]
+		r := need[i]
 		switch {
 		case r.Deleted:
-			deletes = append(deletes, *r)
+			deletes = append(deletes, r)
 		case r.Type == index.Dir:
-			if err := f.pullDir(ctx, r); err != nil {
-				fail(r, err)
+			if err := f.pullDir(ctx, &r); err != nil {
+				fail(&r, err)
 			} else {
-				f.noteChanges([]index.Record{*r}, false)
+				f.noteChanges([]index.Record{r}, false)
 				f.e.opts.Events.Publish(events.ItemFinished{Folder: f.id, Name: r.Name, Action: events.ActionUpdate})
 			}
 		default:
-			files = append(files, *r)
+			files = append(files, r)
 		}
 	}
 	if len(files) > 0 {
