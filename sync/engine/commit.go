@@ -137,8 +137,13 @@ func (f *folder) commit(d *done) (index.Record, error) {
 			return r, err
 		}
 	}
-	if fi, err := f.fs.Lstat(r.Name); err == nil {
-		r.Inode = inodeOf(fi)
+	// A rename keeps the inode. Had a local write replaced the file
+	// since, the next scan finds another inode and reads the file again.
+	r.Inode = d.inode
+	if r.Inode == 0 {
+		if fi, err := f.fs.Lstat(r.Name); err == nil {
+			r.Inode = inodeOf(fi)
+		}
 	}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,6 +241,15 @@ func TestPullResumesPartial(t *testing.T) {
 	}
 	if got := f.resumedBytes.Load(); got != int64(len(data)) {
 		t.Fatalf("resumed %d bytes, want %d", got, len(data))
+	}
+	// The record carries the inode of the file in place (taken from the
+	// open file before its rename): a scan then reads it no more.
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(dir, "big.bin"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := f.set.Local("big.bin"); l.Inode != st.Ino || l.Inode == 0 {
+		t.Fatalf("local record's inode %d, the file's %d", l.Inode, st.Ino)
 	}
 	// A damaged partial is not trusted: the bad block must be fetched,
 	// and with no peer (nor a local copy) the pull fails, keeping the
