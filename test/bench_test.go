@@ -474,6 +474,20 @@ func BenchmarkReceiverIngestS3(b *testing.B) {
 	})
 }
 
+// BenchmarkReceiverIngestS3TLS is BenchmarkReceiverIngestS3 over HTTPS,
+// as S3 is used: the server's certificate from a private authority given
+// with --s3-ca-file. Over HTTPS the client sends payloads unsigned (TLS
+// protects them), where over plain HTTP it signs each one.
+func BenchmarkReceiverIngestS3TLS(b *testing.B) {
+	srv := s3test.NewServerWith(b, s3test.Options{TLS: true})
+	benchReceiverIngest(b, func() []string {
+		cfg := srv.Bucket(b)
+		b.Setenv("LOCKSTEP_S3_ACCESS_KEY", cfg.AccessKey)
+		b.Setenv("LOCKSTEP_S3_SECRET_KEY", cfg.SecretKey)
+		return []string{"--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-ca-file", cfg.CAFile}
+	})
+}
+
 // benchReceiverIngest runs the receiver benchmark, with the receiver's
 // store chosen by the flags storeArgs returns for each run (nil: its
 // local store).
