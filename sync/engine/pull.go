@@ -362,7 +362,7 @@ type done struct {
 // pullFiles fetches files and symlinks with several workers, and commits
 // them in batches behind one durability barrier each.
 func (f *folder) pullFiles(ctx context.Context, files []index.Record, fail func(*index.Record, error)) {
-	sources := f.localBlocks()
+	sources := f.localBlocks(files)
 	mem := semaphore.NewWeighted(maxBytesInAir)
 	work := make(chan *index.Record)
 	out := make(chan done, finisherBatch)
@@ -708,18 +708,29 @@ type blockSource struct {
 
 type blockSources map[chunk.Hash][]blockSource
 
-// localBlocks maps the hashes of local files' blocks to where they are, so
-// renamed or shifted data is copied instead of transferred. At most a few
-// places are kept per hash.
-func (f *folder) localBlocks() blockSources {
+// localBlocks maps the hashes of files' blocks to where local files hold
+// them, so renamed or shifted data is copied instead of transferred. At
+// most a few places are kept per hash. Only the hashes files need are
+// mapped: mapping every local block made each pull cost the whole folder
+// (1.8 s for an edit to arrive at 1,000,000 files). Files that join the
+// pull later find no local copies and are fetched.
+func (f *folder) localBlocks(files []index.Record) blockSources {
 	m := blockSources{}
+	for i := range files {
+		for _, b := range files[i].Blocks {
+			m[b.Hash] = nil
+		}
+	}
+	if len(m) == 0 {
+		return m
+	}
 	f.set.EachLocal(func(r index.Record) error {
 		if r.Type != index.File {
 			return nil
 		}
 		for _, b := range r.Blocks {
-			if len(m[b.Hash]) < 3 {
-				m[b.Hash] = append(m[b.Hash], blockSource{r.Name, b.Offset})
+			if srcs, ok := m[b.Hash]; ok && len(srcs) < 3 {
+				m[b.Hash] = append(srcs, blockSource{r.Name, b.Offset})
 			}
 		}
 		return nil

@@ -398,3 +398,53 @@ func TestPartialsGo(t *testing.T) {
 		t.Fatalf("a partial file of a pull given up is kept with nothing needed: %v", err)
 	}
 }
+
+// A file whose blocks a local file already holds is copied from it, with
+// no peer to fetch from; the sources mapped are those of its blocks only.
+func TestPullReusesLocalBlocks(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	dir := f.config().Path
+	data := make([]byte, 2*chunk.MinSize)
+	if _, err := rand.NewChaCha8([32]byte{'u'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	blocks := func(data []byte) []index.Block {
+		var bs []index.Block
+		for off := 0; off < len(data); off += chunk.MinSize {
+			b := data[off : off+chunk.MinSize]
+			bs = append(bs, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
+		}
+		return bs
+	}
+	if err := os.WriteFile(filepath.Join(dir, "old.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := index.Record{Name: "old.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: blocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
+	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{old}); err != nil {
+		t.Fatal(err)
+	}
+	// Many unrelated local files: the pull maps only the hashes it needs.
+	var others []index.Record
+	for i := range 200 {
+		others = append(others, index.Record{Name: fmt.Sprintf("o/%03d", i), Type: index.File, Size: 1, Blocks: []index.Block{{Size: 1, Hash: chunk.HashOf([]byte{byte(i)})}}, Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}})
+	}
+	if _, err := f.set.UpdateLocal(context.Background(), others); err != nil {
+		t.Fatal(err)
+	}
+	moved := peerFile(peer, "new.bin", index.File, 2)
+	moved.Size, moved.Blocks = int64(len(data)), blocks(data)
+	announce(t, f, peer, moved)
+	if retry := f.runPull(context.Background()); retry {
+		t.Fatal("the pull failed though a local file held every block")
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "new.bin")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("new.bin: %d bytes, %v", len(got), err)
+	}
+	if got := f.reusedBytes.Load(); got != int64(len(data)) {
+		t.Fatalf("reused %d bytes, want %d", got, len(data))
+	}
+	if got := f.localBlocks([]index.Record{moved}); len(got) != 2 || len(got[moved.Blocks[0].Hash]) != 2 {
+		t.Fatalf("sources for new.bin's blocks: %v, want its two hashes, each in old.bin and new.bin", got)
+	}
+}
