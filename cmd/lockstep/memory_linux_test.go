@@ -38,6 +38,9 @@ func TestMemoryPeakOutsideKDF(t *testing.T) {
 	big = nil
 	debug.FreeOSMemory()
 	m.KDFDone()
+	if !m.reset {
+		t.Skip("the peak can't be reset here (/proc/self/clear_refs)")
+	}
 	after := m.status()
 	if during.PeakOutsideKDF > st0.PeakOutsideKDF+(16<<20) {
 		t.Errorf("while the KDF ran, the peak outside it moved from %d to %d MiB", st0.PeakOutsideKDF>>20, during.PeakOutsideKDF>>20)
