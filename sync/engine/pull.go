@@ -538,8 +538,12 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			have = fi.Size()
 		}
 	}
-	if err := file.Truncate(r.Size); err != nil {
-		return d, err
+	// A new temp file is empty and the blocks tile the size (FromWire,
+	// the scanner): only a partial one may be longer or shorter.
+	if resumable {
+		if err := file.Truncate(r.Size); err != nil {
+			return d, err
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(blocksPerFile)
@@ -588,14 +592,17 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	if fi, err := file.Stat(); err == nil {
 		d.inode = inodeOf(fi)
 	}
+	set := fsys.SetModeTime(file, fs.FileMode(r.Mode&0o777), unixNano(r.ModTime))
 	if err := file.Close(); err != nil {
 		return d, err
 	}
-	if err := f.fs.Chmod(tmp, fs.FileMode(r.Mode&0o777)); err != nil {
-		return d, err
-	}
-	if err := f.fs.Chtimes(tmp, unixNano(r.ModTime)); err != nil {
-		return d, err
+	if !set {
+		if err := f.fs.Chmod(tmp, fs.FileMode(r.Mode&0o777)); err != nil {
+			return d, err
+		}
+		if err := f.fs.Chtimes(tmp, unixNano(r.ModTime)); err != nil {
+			return d, err
+		}
 	}
 	ok = true
 	d.tmp = tmp

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func BenchmarkValidName(b *testing.B) {
@@ -31,6 +32,37 @@ func deepDir(b *testing.B, dir string, depth int) string {
 // Write, Chmod, Rename, then Remove (so that no rename replaces a file,
 // which ext4 turns into a data flush); fsync excluded. The /os variants do the
 // same on a bare os.Root, without this package's checks.
+// BenchmarkModeTime is a pulled file's mode and time set by name, as
+// Chmod and Chtimes do, against through the open file (SetModeTime).
+func BenchmarkModeTime(b *testing.B) {
+	mtime := time.Unix(1700000000, 5)
+	for _, how := range []string{"by-name", "open-file"} {
+		b.Run(how, func(b *testing.B) {
+			r, dir := openRoot(b)
+			name := deepDir(b, dir, 2) + "/file"
+			f, tmp, err := r.CreateTemp(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			for b.Loop() {
+				if how == "open-file" {
+					if !SetModeTime(f, 0o644, mtime) {
+						b.Skip("not on this system")
+					}
+					continue
+				}
+				if err := r.Chmod(tmp, 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if err := r.Chtimes(tmp, mtime); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkPullFile(b *testing.B) {
 	data := []byte("hello world")
 	for _, depth := range []int{1, 8} {

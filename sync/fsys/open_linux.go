@@ -7,6 +7,7 @@ import (
 	"path"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -254,4 +255,28 @@ func openRWBeneath(dir *os.File, name string) (*os.File, bool) {
 		return nil, false
 	}
 	return os.NewFile(uintptr(fd), path.Join(dir.Name(), name)), true
+}
+
+// setModeTimeOpen sets f's permission bits and modification time through
+// its descriptor: no name to resolve, where Chmod and Chtimes resolve the
+// parent each. It reports false, having changed nothing or only the mode,
+// where it can't; the caller then sets both by name.
+func setModeTimeOpen(f *os.File, mode fs.FileMode, mtime time.Time) bool {
+	ts, err := unix.TimeToTimespec(mtime)
+	if err != nil || f.Chmod(mode&fs.ModePerm) != nil {
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	times := [2]unix.Timespec{ts, ts}
+	var errno unix.Errno
+	if rc.Control(func(fd uintptr) {
+		// utimensat with no path is futimens: the descriptor's file.
+		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&times[0])), 0, 0, 0)
+	}) != nil {
+		return false
+	}
+	return errno == 0
 }

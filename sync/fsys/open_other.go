@@ -28,3 +28,5 @@ const (
 )
 
 func openRWBeneath(*os.File, string) (*os.File, bool) { return nil, false }
+
+func setModeTimeOpen(*os.File, fs.FileMode, time.Time) bool { return false }

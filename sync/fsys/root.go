@@ -356,4 +356,15 @@ type file struct {
 	name string
 }
 
+// SetModeTime sets the permission bits and modification time of f, a
+// file this package opened, through the open file: a pulled file's mode
+// and time cost two name lookups each otherwise (a second of CPU in a
+// pull of 100,000 files). It reports false, where it can't (another File,
+// another system), and the caller sets them by name with Chmod and
+// Chtimes. Call it after the last write.
+func SetModeTime(f File, mode fs.FileMode, mtime time.Time) bool {
+	of, ok := f.(*file)
+	return ok && setModeTimeOpen(of.File, mode, mtime)
+}
+
 func (f *file) Name() string { return f.name }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -268,5 +269,44 @@ func TestFileReadFromFastPath(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 1000)
 	if n, err := io.Copy(f, bytes.NewReader(data)); err != nil || n != int64(len(data)) {
 		t.Fatalf("io.Copy = %d, %v", n, err)
+	}
+}
+
+// SetModeTime sets a created file's mode and time through the open file,
+// exactly as Chmod and Chtimes would by name.
+func TestSetModeTime(t *testing.T) {
+	dir := t.TempDir()
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f, tmp, err := r.CreateTemp("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Unix(1700000000, 123456789)
+	if !SetModeTime(f, 0o640, mtime) {
+		if runtime.GOOS == "linux" {
+			t.Fatal("SetModeTime did nothing on Linux")
+		}
+		t.Skip("not on this system")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, tmp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(mtime) {
+		t.Fatalf("mode %v, mtime %v; want 0640 and %v", fi.Mode().Perm(), fi.ModTime(), mtime)
+	}
+	// Not a file of this package's: the caller goes by name.
+	if SetModeTime(nil, 0o600, mtime) {
+		t.Fatal("SetModeTime took a nil File")
 	}
 }
