@@ -130,15 +130,11 @@ func wait(ctx context.Context, lim *rate.Limiter, n int) error {
 	if d == 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if err := layer.Sleep(ctx, d); err != nil {
 		r.Cancel()
-		return fmt.Errorf("waiting for blob store bandwidth: %w", ctx.Err())
+		return fmt.Errorf("waiting for blob store bandwidth: %w", err)
 	}
+	return nil
 }
 
 func (s *store) write(ctx context.Context, r io.Reader, put func(io.Reader) error) error {

@@ -170,21 +170,9 @@ func (s *store) do(ctx context.Context, kind, key string, op func(attempt int) e
 		s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "blob store call failed, retrying",
 			slog.String("kind", kind), slog.String("key", key), slog.Int("attempt", attempt),
 			slog.Int("attempts", s.o.Attempts), slog.Duration("delay", d), slog.Any("err", err))
-		if serr := sleep(ctx, d); serr != nil {
+		if serr := layer.Sleep(ctx, d); serr != nil {
 			return fmt.Errorf("%w (while waiting to retry after: %w)", serr, err)
 		}
-	}
-}
-
-// sleep waits d, or returns ctx's error as soon as ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

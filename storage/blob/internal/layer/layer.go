@@ -129,3 +129,16 @@ func MaxKeyLen(s blob.Store) int {
 	}
 	return blob.MaxKeyLen
 }
+
+// Sleep waits d, or returns ctx's error as soon as ctx is done: a layer's
+// wait (a retry's backoff, a bandwidth limit's delay) ends with the call.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
