@@ -17,6 +17,7 @@ import (
 
 	"lockstep/storage/blob/s3/s3test"
 	"lockstep/test/testutil"
+	"lockstep/web"
 )
 
 // The sync benchmarks run real nodes on loopback and report whole-process
@@ -66,18 +67,11 @@ func (n *node) peakRSS() int64 {
 	return 0
 }
 
-// memoryJSON is the memory of a node's /rest/status, or what
-// LOCKSTEP_MEMSTATS writes for a command.
-type memoryJSON struct {
-	RSS            int64 `json:"rssBytes"`
-	Peak           int64 `json:"peakRssBytes"`
-	PeakOutsideKDF int64 `json:"peakRssOutsideScryptBytes"`
-}
-
-// memory is the node's memory now.
-func (n *node) memory() memoryJSON {
+// memory is the node's memory now (also what LOCKSTEP_MEMSTATS writes
+// for a command).
+func (n *node) memory() web.MemoryStatus {
 	var st struct {
-		Memory memoryJSON `json:"memory"`
+		Memory web.MemoryStatus `json:"memory"`
 	}
 	n.get("/rest/status", &st)
 	return st.Memory
@@ -85,14 +79,14 @@ func (n *node) memory() memoryJSON {
 
 // reportMemory reports a process's peaks, in MB: overall as
 // MB-rss-NAME and outside scrypt as MB-rss-NAME-ex-kdf.
-func reportMemory(b *testing.B, name string, m memoryJSON) {
+func reportMemory(b *testing.B, name string, m web.MemoryStatus) {
 	b.ReportMetric(float64(m.Peak)/(1<<20), "MB-rss-"+name)
 	b.ReportMetric(float64(m.PeakOutsideKDF)/(1<<20), "MB-rss-"+name+"-ex-kdf")
 }
 
 // runMeasured runs the binary like mustRun and returns the memory it
 // reported at exit (LOCKSTEP_MEMSTATS).
-func runMeasured(b *testing.B, home string, args ...string) memoryJSON {
+func runMeasured(b *testing.B, home string, args ...string) web.MemoryStatus {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "memstats.json")
 	cmd := command(context.Background(), "", append([]string{"--home", home}, args...)...)
@@ -104,7 +98,7 @@ func runMeasured(b *testing.B, home string, args ...string) memoryJSON {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("lockstep %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	var m memoryJSON
+	var m web.MemoryStatus
 	raw, err := os.ReadFile(path)
 	if err == nil {
 		err = json.Unmarshal(raw, &m)
