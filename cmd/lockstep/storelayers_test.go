@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/local"
 	"lockstep/storage/blob/mem"
+	"lockstep/storage/blob/retry"
 	"lockstep/test/testutil"
 )
 
@@ -148,4 +151,42 @@ func (infoOnly) Enabled(_ context.Context, l slog.Level) bool { return l >= slog
 func is[T any](s blob.Store) bool {
 	_, ok := s.(T)
 	return ok
+}
+
+// putFailsOnce fails its first Put after reading the whole body, as a
+// connection reset at the end of an upload does.
+type putFailsOnce struct {
+	*mem.Store
+	failed atomic.Bool
+}
+
+func (f *putFailsOnce) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if f.failed.CompareAndSwap(false, true) {
+		io.Copy(io.Discard, r)
+		return errFailOnce
+	}
+	return f.Store.Put(ctx, key, r, size)
+}
+
+// TestLayerStoreRetriesLargeBodies: with debug logging on, the logged
+// layer's count of a body hid that it could seek, so the retry layer under
+// it kept a copy of every body and could not retry one larger than its
+// buffer.
+func TestLayerStoreRetriesLargeBodies(t *testing.T) {
+	inner := &putFailsOnce{Store: mem.New()}
+	o := storeLayerOptions{Retries: 2, Logger: slog.New(&testutil.LogRecorder{})}
+	s := layerStore(inner, o, func(err error) bool { return errors.Is(err, errFailOnce) })
+	body := bytes.Repeat([]byte("0123456789abcdef"), (retry.DefaultBuffer+1<<20)/16)
+	if err := s.Put(t.Context(), "k", bytes.NewReader(body), int64(len(body))); err != nil {
+		t.Fatalf("Put of %d bytes failing once: %v", len(body), err)
+	}
+	if err := s.Get(t.Context(), "k", func(r io.Reader) error {
+		got, err := io.ReadAll(r)
+		if err == nil && !bytes.Equal(got, body) {
+			err = errors.New("stored bytes differ from the body")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

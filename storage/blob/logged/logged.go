@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"lockstep/storage/blob"
@@ -58,27 +57,14 @@ func (s *store) done(ctx context.Context, kind, key string, n int64, start time.
 	s.log.LogAttrs(ctx, slog.LevelDebug, "blob store call", attrs...)
 }
 
-// countingReader counts the bytes read through it. The count is atomic as
-// an HTTP transport may still read a request body after the call returned.
-type countingReader struct {
-	r io.Reader
-	n atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 func (s *store) write(ctx context.Context, kind, key string, r io.Reader, put func(io.Reader) error) error {
 	if !s.on(ctx) {
 		return put(r)
 	}
 	start := time.Now()
-	cr := &countingReader{r: r}
+	cr := layer.Count(r)
 	err := put(cr)
-	s.done(ctx, kind, key, cr.n.Load(), start, err)
+	s.done(ctx, kind, key, cr.Count(), start, err)
 	return err
 }
 
@@ -114,8 +100,8 @@ func (s *store) read(ctx context.Context, kind, key string, fn func(io.Reader) e
 	start := time.Now()
 	var n int64
 	err := get(func(r io.Reader) error {
-		cr := &countingReader{r: r}
-		defer func() { n = cr.n.Load() }()
+		cr := layer.Count(r)
+		defer func() { n = cr.Count() }()
 		return fn(cr)
 	})
 	s.done(ctx, kind, key, n, start, err)

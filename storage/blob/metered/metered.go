@@ -122,22 +122,10 @@ type store struct {
 
 func (s *store) Inner() blob.Store { return s.inner }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n atomic.Int64 // read by the caller while a stale reader may still add
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 func (s *store) write(r io.Reader, put func(io.Reader) error) error {
-	cr := &countingReader{r: r}
+	cr := layer.Count(r)
 	err := put(cr)
-	s.m.count(Put, cr.n.Load(), err)
+	s.m.count(Put, cr.Count(), err)
 	return err
 }
 
@@ -159,8 +147,8 @@ func (s *store) read(fn func(io.Reader) error, get func(func(io.Reader) error) e
 	var n int64
 	var fnErr error
 	err := get(func(r io.Reader) error {
-		cr := &countingReader{r: r}
-		defer func() { n = cr.n.Load() }()
+		cr := layer.Count(r)
+		defer func() { n = cr.Count() }()
 		fnErr = fn(cr)
 		return fnErr
 	})
