@@ -113,22 +113,7 @@ func runMeasured(b *testing.B, home string, args ...string) web.MemoryStatus {
 // far. The benchmarks report it per node, because on a machine this busy
 // the seconds a change saves show first as CPU, long before the wall clock
 // rises above its noise.
-func (n *node) cpuSeconds() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command, which is in parentheses and may hold
-	// spaces: utime and stime are the 12th and 13th, in ticks of 1/100 s
-	// (Linux's fixed USER_HZ).
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return float64(ut+st) / 100
-}
+func (n *node) cpuSeconds() float64 { return testutil.CPUSeconds(n.cmd.Process.Pid) }
 
 // pairWithFolder starts two nodes and shares folder "f" from a's dir
 // (already filled) to b; it returns when the share is configured.
@@ -453,6 +438,13 @@ func BenchmarkReceiverIngest(b *testing.B) {
 	benchReceiverIngest(b, nil)
 }
 
+// benchStore is a receiver store other than its local one: a server's
+// CPU time, and the flags that give a new run its fresh bucket.
+type benchStore struct {
+	cpuSeconds func() float64
+	args       func() []string
+}
+
 // BenchmarkReceiverIngestS3 is BenchmarkReceiverIngest with the receiver's
 // store in a bucket of versitygw on the same machine (storage/blob/s3/s3test),
 // and the store's requests of each kind (its storeUsage) reported per phase:
@@ -460,12 +452,12 @@ func BenchmarkReceiverIngest(b *testing.B) {
 // the same with the suffix -recover for the recovery.
 func BenchmarkReceiverIngestS3(b *testing.B) {
 	srv := s3test.NewServer(b)
-	benchReceiverIngest(b, func() []string {
+	benchReceiverIngest(b, &benchStore{srv.CPUSeconds, func() []string {
 		cfg := srv.Bucket(b)
 		b.Setenv("LOCKSTEP_S3_ACCESS_KEY", cfg.AccessKey)
 		b.Setenv("LOCKSTEP_S3_SECRET_KEY", cfg.SecretKey)
 		return []string{"--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-insecure"}
-	})
+	}})
 }
 
 // BenchmarkReceiverIngestS3TLS is BenchmarkReceiverIngestS3 over HTTPS,
@@ -474,26 +466,27 @@ func BenchmarkReceiverIngestS3(b *testing.B) {
 // protects them), where over plain HTTP it signs each one.
 func BenchmarkReceiverIngestS3TLS(b *testing.B) {
 	srv := s3test.NewServerWith(b, s3test.Options{TLS: true})
-	benchReceiverIngest(b, func() []string {
+	benchReceiverIngest(b, &benchStore{srv.CPUSeconds, func() []string {
 		cfg := srv.Bucket(b)
 		b.Setenv("LOCKSTEP_S3_ACCESS_KEY", cfg.AccessKey)
 		b.Setenv("LOCKSTEP_S3_SECRET_KEY", cfg.SecretKey)
 		return []string{"--s3-endpoint", cfg.Endpoint, "--s3-bucket", cfg.Bucket, "--s3-ca-file", cfg.CAFile}
-	})
+	}})
 }
 
 // benchReceiverIngest runs the receiver benchmark, with the receiver's
-// store chosen by the flags storeArgs returns for each run (nil: its
-// local store).
-func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
+// store in store (nil: its local store). A store's server's CPU time is
+// reported as cpu-s-store and cpu-s-store-recover.
+func benchReceiverIngest(b *testing.B, store *benchStore) {
 	for range b.N {
 		b.StopTimer()
 		dir := b.TempDir()
 		src := filepath.Join(dir, "a")
 		files, total := standardSet(b, src)
 		var rArgs []string
-		if storeArgs != nil {
-			rArgs = storeArgs()
+		storeCPU := func() float64 { return 0 }
+		if store != nil {
+			rArgs, storeCPU = store.args(), store.cpuSeconds
 		}
 		a, r := startNode(b, "a"), startNode(b, "r", rArgs...)
 		a.cli("folder", "add", "f", src)
@@ -505,7 +498,7 @@ func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 		settle()
 		use0 := r.storeUsage()
 		b.StartTimer()
-		start, cpuA, cpuR := time.Now(), a.cpuSeconds(), r.cpuSeconds()
+		start, cpuA, cpuR, cpuS := time.Now(), a.cpuSeconds(), r.cpuSeconds(), storeCPU()
 		a.cli("folder", "share", "f", r.ID, "--password-file", pw)
 		shared := time.Since(start).Seconds()
 		testutil.Eventually(b, 10*time.Minute, "r to hold everything", func() bool {
@@ -524,7 +517,8 @@ func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 		reportMemory(b, "a", a.memory())
 		reportMemory(b, "r", r.memory())
 		use1 := r.storeUsage()
-		if storeArgs != nil {
+		if store != nil {
+			b.ReportMetric(storeCPU()-cpuS, "cpu-s-store")
 			reportStoreUsage(b, use1.minus(use0), "")
 		}
 
@@ -532,7 +526,7 @@ func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 		dst := filepath.Join(dir, "recovered")
 		settle()
 		use1 = r.storeUsage()
-		cpuR = r.cpuSeconds()
+		cpuR, cpuS = r.cpuSeconds(), storeCPU()
 		start = time.Now()
 		rm := runMeasured(b, newHome, recoverArgs(r, "f", pw, dst)...)
 		rsecs := time.Since(start).Seconds()
@@ -541,7 +535,8 @@ func benchReceiverIngest(b *testing.B, storeArgs func() []string) {
 		b.ReportMetric(rsecs, "s-recover")
 		b.ReportMetric(float64(total)/rsecs/1e6, "MB/s-recover")
 		b.ReportMetric(r.cpuSeconds()-cpuR, "cpu-s-r-recover")
-		if storeArgs != nil {
+		if store != nil {
+			b.ReportMetric(storeCPU()-cpuS, "cpu-s-store-recover")
 			reportStoreUsage(b, r.storeUsage().minus(use1), "-recover")
 		}
 

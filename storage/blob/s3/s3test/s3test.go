@@ -58,6 +58,7 @@ type Server struct {
 	cfg     s3.Config // without a bucket
 	client  *minio.Client
 	buckets atomic.Int64
+	pid     int
 }
 
 // Options change the server NewServerWith starts.
@@ -111,7 +112,7 @@ func NewServerWith(tb testing.TB, opts Options) *Server {
 	}
 	var err error
 	for range startTries {
-		if s.cfg.Endpoint, err = start(tb, bin, s.cfg, roots, args); !errors.Is(err, errPortTaken) {
+		if s.cfg.Endpoint, s.pid, err = start(tb, bin, s.cfg, roots, args); !errors.Is(err, errPortTaken) {
 			break
 		}
 	}
@@ -138,6 +139,11 @@ func NewServerWith(tb testing.TB, opts Options) *Server {
 	return s
 }
 
+// CPUSeconds is the CPU time the server has used so far. Benchmarks on one
+// machine report it, since the server's work there competes with the
+// nodes' for the same cores.
+func (s *Server) CPUSeconds() float64 { return testutil.CPUSeconds(s.pid) }
+
 // Config returns the Config of the server, without a bucket.
 func (s *Server) Config() s3.Config { return s.cfg }
 
@@ -158,11 +164,11 @@ var errPortTaken = errors.New("port taken")
 
 // start runs versitygw on a free loopback port, with more args before
 // its backend, until tb's cleanup and returns its address once it answers
-// HTTP, or HTTPS with a certificate of roots if cfg.UseTLS.
-func start(tb testing.TB, bin string, cfg s3.Config, roots *x509.CertPool, args []string) (string, error) {
+// HTTP, or HTTPS with a certificate of roots if cfg.UseTLS, and its pid.
+func start(tb testing.TB, bin string, cfg s3.Config, roots *x509.CertPool, args []string) (string, int, error) {
 	addr, err := freePort()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var out testutil.LockedBuffer
 	args = append(append([]string{"--port", addr, "--quiet"}, args...), "posix", tb.TempDir())
@@ -171,7 +177,7 @@ func start(tb testing.TB, bin string, cfg s3.Config, roots *x509.CertPool, args 
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -200,18 +206,18 @@ func start(tb testing.TB, bin string, cfg s3.Config, roots *x509.CertPool, args 
 		select {
 		case <-exited:
 			if strings.Contains(out.String(), "address already in use") {
-				return "", fmt.Errorf("%w: %s", errPortTaken, addr)
+				return "", 0, fmt.Errorf("%w: %s", errPortTaken, addr)
 			}
-			return "", fmt.Errorf("versitygw exited: %s", out.String())
+			return "", 0, fmt.Errorf("versitygw exited: %s", out.String())
 		default:
 		}
 		if resp, err := client.Get(scheme + "://" + addr + "/"); err == nil {
 			resp.Body.Close()
-			return addr, nil
+			return addr, cmd.Process.Pid, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return "", fmt.Errorf("versitygw did not answer within %v: %s", startTimeout, out.String())
+	return "", 0, fmt.Errorf("versitygw did not answer within %v: %s", startTimeout, out.String())
 }
 
 // freePort returns a loopback address with a port that was free a moment
