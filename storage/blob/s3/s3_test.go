@@ -36,6 +36,13 @@ func TestConformance(t *testing.T) {
 	blobtest.Run(t, func(t *testing.T) blob.Store { return open(t, srv.Bucket(t)) })
 }
 
+// TestConformanceTLS runs the suite over HTTPS, where the client sends
+// payloads unsigned: a body cut short must still leave no blob.
+func TestConformanceTLS(t *testing.T) {
+	srv := s3test.NewServerWith(t, s3test.Options{TLS: true})
+	blobtest.Run(t, func(t *testing.T) blob.Store { return open(t, srv.Bucket(t)) })
+}
+
 func TestConformanceWithPrefix(t *testing.T) {
 	srv := s3test.NewServer(t)
 	blobtest.Run(t, func(t *testing.T) blob.Store {
