@@ -57,7 +57,11 @@ func (b *body) attempt() (io.Reader, bool) {
 		}
 	}
 	b.gen++
-	return &attemptReader{b: b, gen: b.gen}, true
+	a := &attemptReader{b: b, gen: b.gen}
+	if b.seeker != nil {
+		return seekingAttempt{a}, true
+	}
+	return a, true
 }
 
 // close ends the last attempt: the caller has its reader back.
@@ -98,4 +102,35 @@ func (a *attemptReader) Read(p []byte) (int, error) {
 		b.err = err
 	}
 	return n, err
+}
+
+// seekingAttempt is an attempt's reader of a body that can seek, and seeks
+// too, within the body (offsets count from where it began): a store under
+// the retry layer can then read the body twice, as S3's checksum does,
+// without a copy.
+type seekingAttempt struct{ *attemptReader }
+
+func (a seekingAttempt) Seek(off int64, whence int) (int64, error) {
+	b := a.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a.gen != b.gen {
+		return 0, errAttemptOver
+	}
+	if whence == io.SeekStart {
+		if off < 0 {
+			return 0, errors.New("seek before the start of the body")
+		}
+		off += b.start
+	}
+	n, err := b.seeker.Seek(off, whence)
+	if err == nil && n < b.start {
+		// Back where the body began, and an error: the caller asked for
+		// bytes before it.
+		n, err = b.seeker.Seek(b.start, io.SeekStart)
+		if err == nil {
+			err = errors.New("seek before the start of the body")
+		}
+	}
+	return n - b.start, err
 }

@@ -417,3 +417,55 @@ func TestListResumes(t *testing.T) {
 		t.Errorf("List across a failure gave %s, want each key once", got)
 	}
 }
+
+// readsTwice reads a body through once and then seeks back to store it,
+// as the S3 store does to checksum it: it needs the body to seek.
+type readsTwice struct {
+	*mem.Store
+	seekable bool
+}
+
+func (s *readsTwice) Put(ctx context.Context, k string, r io.Reader, n int64) error {
+	rs, ok := r.(io.ReadSeeker)
+	s.seekable = ok
+	if !ok {
+		return s.Store.Put(ctx, k, r, n)
+	}
+	if _, err := io.Copy(io.Discard, rs); err != nil {
+		return err
+	}
+	if pos, err := rs.Seek(-3, io.SeekCurrent); err != nil || pos != n-3 {
+		return fmt.Errorf("Seek(-3, current) = %d, %v; want %d", pos, err, n-3)
+	}
+	if _, err := rs.Seek(-1, io.SeekStart); err == nil {
+		return errors.New("seek before the start allowed")
+	}
+	if _, err := rs.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return s.Store.Put(ctx, k, rs, n)
+}
+
+// TestSeekableBodyStaysSeekable: a store under the retry layer gets a body
+// it can seek, within what the caller gave, when the caller's can.
+func TestSeekableBodyStaysSeekable(t *testing.T) {
+	inner := &readsTwice{Store: mem.New()}
+	s := retry.New(inner, retry.Options{Attempts: 2, Logger: quiet()})
+	r := strings.NewReader("skip:the body")
+	r.Seek(5, io.SeekStart)
+	if err := s.Put(t.Context(), "k", r, 8); err != nil {
+		t.Fatal(err)
+	}
+	if !inner.seekable {
+		t.Fatal("the inner store got a body that can't seek")
+	}
+	inner.Store.Get(t.Context(), "k", func(r io.Reader) error {
+		if b, _ := io.ReadAll(r); string(b) != "the body" {
+			t.Errorf("stored %q, want %q", b, "the body")
+		}
+		return nil
+	})
+	if err := s.Put(t.Context(), "k", onlyReader{strings.NewReader("x")}, 1); err != nil || inner.seekable {
+		t.Errorf("a body that can't seek: Put = %v, seekable below = %v", err, inner.seekable)
+	}
+}
