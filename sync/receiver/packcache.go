@@ -9,15 +9,18 @@ import (
 	"sync"
 
 	"lockstep/storage/blob"
+	"lockstep/sync/receiver/pack"
 )
 
 // Reading packs whole, for a remote store.
 const (
 	// packCacheBytes bounds the memory of the packs a packCache keeps once
-	// read: a dozen pack buffers, enough for a recovery of four large files
-	// at once (with eight packs, a recovery read a third of its packs
-	// twice).
-	packCacheBytes = 12 * packBufSize
+	// read: six pack buffers. A recovery of four large files at once reads
+	// from about four packs at a time, and a pack leaves as soon as its
+	// last chunk is served. (Before packs left early, eight were too few:
+	// a recovery read a third of its packs twice; twelve were 72 MiB of a
+	// receiver's 180 MB.)
+	packCacheBytes = 6 * packBufSize
 	// packsTouched is how many packs a packCache remembers were read from
 	// by range: a pack among them is read whole at its next read.
 	packsTouched = 64
@@ -45,9 +48,15 @@ type packCache struct {
 
 	mu      sync.Mutex
 	packs   map[string]*cachedPack // by key
-	touched []string               // packs read by range, the latest last
+	touched []touch                // packs read by range, the latest last
 	lru     []*cachedPack          // loaded packs, least recently used first
 	bytes   int64                  // held by the packs in lru (their buffers' capacity)
+}
+
+// touch is a pack read by range, and the offset of the chunk read.
+type touch struct {
+	key string
+	off int64
 }
 
 // cachedPack is one pack, read or being read.
@@ -58,7 +67,8 @@ type cachedPack struct {
 	// Guarded by packCache.mu once ready:
 	data    []byte         // nil once dropped
 	refs    int            // readers of data
-	served  map[int64]bool // offsets of the chunks served from data
+	served  map[int64]bool // offsets of the chunks served, from data or by range before it
+	chunks  int            // in the pack, from its trailer; 0 if unknown
 	dropped bool           // out of the cache; data goes back to free with the last reader
 }
 
@@ -73,7 +83,7 @@ func newPackCache(bufs *packBuffers) *packCache {
 // failed is tried again by the next caller.
 func (c *packCache) getRange(ctx context.Context, s blob.Store, key string, off, n int64, fn func(io.Reader) error) error {
 	for {
-		p, load := c.entry(key)
+		p, load := c.entry(key, off)
 		if p == nil {
 			return blob.GetRange(ctx, s, key, off, n, fn)
 		}
@@ -124,7 +134,24 @@ func (c *packCache) hold(p *cachedPack, off int64) (data []byte, again bool) {
 	}
 	p.served[off] = true
 	p.refs++
+	if p.chunks > 0 && len(p.served) >= p.chunks && !p.dropped {
+		// Every chunk served: a recovery is done with this pack, and
+		// its buffer goes to the next as soon as this reader is.
+		c.drop(p)
+	}
 	return p.data, false
+}
+
+// drop takes p, loaded, out of the cache; its buffer is recycled once no
+// reader holds it. Called with c.mu held.
+func (c *packCache) drop(p *cachedPack) {
+	if i := slices.Index(c.lru, p); i >= 0 {
+		c.lru = slices.Delete(c.lru, i, i+1)
+		c.bytes -= int64(cap(p.data))
+	}
+	delete(c.packs, p.key)
+	p.dropped = true
+	c.recycle(p)
 }
 
 // release ends a reader's hold of p's data.
@@ -168,8 +195,9 @@ func readInto(r io.Reader, buf []byte) ([]byte, error) {
 
 // entry returns the cache's entry for key, marked most recently used, and
 // whether the caller must load it (a new entry); or nil if key is not
-// among the packs touched lately, which it now is.
-func (c *packCache) entry(key string) (*cachedPack, bool) {
+// among the packs touched lately, which it now is, by a read of the chunk
+// at off.
+func (c *packCache) entry(key string, off int64) (*cachedPack, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.packs[key]; ok {
@@ -178,16 +206,19 @@ func (c *packCache) entry(key string) (*cachedPack, bool) {
 		}
 		return p, false
 	}
-	i := slices.Index(c.touched, key)
+	i := slices.IndexFunc(c.touched, func(t touch) bool { return t.key == key })
 	if i < 0 {
 		if len(c.touched) == packsTouched {
 			c.touched = slices.Delete(c.touched, 0, 1)
 		}
-		c.touched = append(c.touched, key)
+		c.touched = append(c.touched, touch{key, off})
 		return nil, false
 	}
+	first := c.touched[i].off
 	c.touched = slices.Delete(c.touched, i, i+1)
-	p := &cachedPack{key: key, ready: make(chan struct{})}
+	// The chunk read by range counts as served: asked for again, it is
+	// read from the store again.
+	p := &cachedPack{key: key, ready: make(chan struct{}), served: map[int64]bool{first: true}}
 	c.packs[key] = p
 	return p, true
 }
@@ -210,6 +241,9 @@ func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
 		}
 		if p.data == nil {
 			p.data = buf[:0]
+		}
+		if p.err == nil {
+			p.chunks = chunkCount(p.data)
 		}
 		<-c.loads
 	case <-ctx.Done():
@@ -234,4 +268,17 @@ func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
 	}
 	c.mu.Unlock()
 	close(p.ready)
+}
+
+// chunkCount is the number of chunks the trailer of the pack data lists,
+// or 0 if data is no pack.
+func chunkCount(data []byte) int {
+	if len(data) < pack.FooterSize {
+		return 0
+	}
+	n, err := pack.ParseFooter(data[len(data)-pack.FooterSize:], int64(len(data)))
+	if err != nil {
+		return 0
+	}
+	return int(n / pack.EntrySize)
 }

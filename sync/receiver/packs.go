@@ -43,8 +43,8 @@ const (
 	// at once, and so the memory they hold: 4 MiB PUTs to versitygw took
 	// 233 MB/s one at a time, 329 MB/s four at a time, 350 MB/s sixteen at
 	// a time. (Bounding only the writes let up to a pack per fetch in
-	// flight wait: 516 MB peak RSS.)
-	packUploads = 6
+	// flight wait: 516 MB peak RSS.) Four hold 24 MiB.
+	packUploads = 4
 )
 
 // SetRemoteStore tunes the receiver for a store where every request costs
@@ -71,8 +71,10 @@ const packBufSize = remotePackTarget + 2<<20
 // use.
 type packBuffers struct{ free chan []byte }
 
-// packBuffersKept is how many unused buffers packBuffers keeps.
-const packBuffersKept = 8
+// packBuffersKept is how many unused buffers packBuffers keeps: enough
+// for the packs being written, not so many that an idle receiver holds
+// much.
+const packBuffersKept = 4
 
 func newPackBuffers() *packBuffers { return &packBuffers{free: make(chan []byte, packBuffersKept)} }
 

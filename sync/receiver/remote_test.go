@@ -17,6 +17,7 @@ import (
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/mem"
 	"lockstep/sync/protocol"
+	"lockstep/sync/receiver/pack"
 	"lockstep/test/testutil"
 )
 
@@ -296,5 +297,53 @@ func TestPackCacheConcurrent(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.bytes > c.max {
 		t.Fatalf("cache holds %d bytes, more than its %d", c.bytes, c.max)
+	}
+}
+
+// TestPackCacheDropsServedPacks: a pack whose every chunk was served
+// leaves the cache at once, its buffer free for the next, rather than
+// waiting for the least recently used to go; a chunk asked for again is
+// read from the store.
+func TestPackCacheDropsServedPacks(t *testing.T) {
+	ctx := context.Background()
+	store := &countingStore{Store: mem.New()}
+	var b pack.Builder
+	var entries []pack.Entry
+	for i := range 3 {
+		id := bytes.Repeat([]byte{byte(i + 1)}, pack.IDSize)
+		entries = append(entries, b.Add(id, bytes.Repeat([]byte{byte('a' + i)}, 1000)))
+	}
+	data := b.Finish()
+	if err := store.Put(ctx, "p/a", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	c := newPackCache(newPackBuffers())
+	read := func(e pack.Entry) {
+		t.Helper()
+		got, err := readVia(c, store, "p/a", e.Offset, e.Length)
+		if err != nil || !bytes.Equal(got, data[e.Offset:e.Offset+e.Length]) {
+			t.Fatalf("chunk at %d: %d bytes, %v", e.Offset, len(got), err)
+		}
+	}
+	read(entries[0]) // by range
+	read(entries[1]) // whole
+	c.mu.Lock()
+	held := len(c.lru)
+	c.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("%d packs held after the second chunk, want 1", held)
+	}
+	read(entries[2]) // the last: the pack goes
+	c.mu.Lock()
+	held, size := len(c.lru), c.bytes
+	_, known := c.packs["p/a"]
+	c.mu.Unlock()
+	if held != 0 || size != 0 || known {
+		t.Fatalf("after every chunk was served: %d packs, %d bytes held, entry kept %v", held, size, known)
+	}
+	gets, ranges := store.gets.Load(), store.ranges.Load()
+	read(entries[0])
+	if store.gets.Load() != gets || store.ranges.Load() != ranges+1 {
+		t.Fatalf("a chunk read again: %d whole reads, %d ranged more; want 0, 1", store.gets.Load()-gets, store.ranges.Load()-ranges)
 	}
 }
