@@ -21,7 +21,8 @@ import (
 
 // finish commits pulled items in batches: one durability barrier for the
 // batch's data, then each item is checked against the local file and
-// renamed into place, and the batch's records are stored together.
+// renamed into place, and, after a barrier for the renames, the batch's
+// records are stored together.
 func (f *folder) finish(ctx context.Context, in <-chan done, fail func(*index.Record, error)) {
 	batch := make([]done, 0, finisherBatch)
 	for d := range in {
@@ -38,17 +39,21 @@ func (f *folder) finish(ctx context.Context, in <-chan done, fail func(*index.Re
 				break drain
 			}
 		}
-		f.commitBatch(ctx, batch, fail)
+		if recs := f.place(batch, fail); len(recs) > 0 {
+			f.record(ctx, recs)
+		}
 	}
 }
 
-func (f *folder) commitBatch(ctx context.Context, batch []done, fail func(*index.Record, error)) {
+// place makes the batch's data durable and renames each item into place;
+// it returns the records of those placed.
+func (f *folder) place(batch []done, fail func(*index.Record, error)) []index.Record {
 	if err := f.fs.Sync(); err != nil {
 		for i := range batch {
 			f.dropTemp(batch[i].tmp)
 			fail(&batch[i].rec, fmt.Errorf("durability barrier: %w", err))
 		}
-		return
+		return nil
 	}
 	recs := make([]index.Record, 0, len(batch))
 	for i := range batch {
@@ -61,11 +66,12 @@ func (f *folder) commitBatch(ctx context.Context, batch []done, fail func(*index
 		}
 		recs = append(recs, r)
 	}
-	if len(recs) == 0 {
-		return
-	}
-	// The renames are durable before the index says so; a crash in between
-	// only costs a rescan.
+	return recs
+}
+
+// record stores the records of items placed, once their renames are
+// durable: a crash in between only costs a rescan.
+func (f *folder) record(ctx context.Context, recs []index.Record) {
 	if err := f.fs.Sync(); err != nil {
 		f.log.Warn("durability barrier after renames", "err", err)
 	}
@@ -102,6 +108,20 @@ func (f *folder) commit(d *done) (index.Record, error) {
 	if d.tmp == "" {
 		return r, nil
 	}
+	if d.local == nil || d.local.Deleted {
+		// Nothing may be there: the rename that refuses to replace is the
+		// check, one lookup a new file fewer.
+		if hook := f.beforeReplace.Load(); hook != nil {
+			(*hook)(r.Name)
+		}
+		if err := f.fs.RenameNoReplace(d.tmp, r.Name); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return r, errChangedLocally // created meanwhile
+			}
+			return r, err
+		}
+		return f.placed(r, d), nil
+	}
 	cur, err := f.fs.Lstat(r.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -137,6 +157,11 @@ func (f *folder) commit(d *done) (index.Record, error) {
 			return r, err
 		}
 	}
+	return f.placed(r, d), nil
+}
+
+// placed is r, put in place from d's temp file, with the file's inode.
+func (f *folder) placed(r index.Record, d *done) index.Record {
 	// A rename keeps the inode. Had a local write replaced the file
 	// since, the next scan finds another inode and reads the file again.
 	r.Inode = d.inode
@@ -145,7 +170,7 @@ func (f *folder) commit(d *done) (index.Record, error) {
 			r.Inode = inodeOf(fi)
 		}
 	}
-	return r, nil
+	return r
 }
 
 // replace puts d's temp file in place of the file or symlink there now,

@@ -43,8 +43,15 @@ func TestConflictCopiesInOneSecond(t *testing.T) {
 
 // raceNodes are two connected engines sharing folder "f", with x.txt
 // synced to b; b's puller calls write just before it replaces or deletes
-// a file.
+// x.txt.
 func raceNodes(t *testing.T, write func(dir, name string)) (dirA, dirB string) {
+	t.Helper()
+	return raceNodesOn(t, "x.txt", write)
+}
+
+// raceNodesOn is raceNodes with write called just before b's puller puts
+// the file trigger in place, replaces or deletes it.
+func raceNodesOn(t *testing.T, trigger string, write func(dir, name string)) (dirA, dirB string) {
 	t.Helper()
 	dirA, dirB = t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(dirA, "x.txt"), []byte("from a\n"), 0o644); err != nil {
@@ -62,7 +69,7 @@ func raceNodes(t *testing.T, write func(dir, name string)) (dirA, dirB string) {
 	fb := b.folder("f")
 	var once bool // the folder's goroutine's only
 	hook := func(name string) {
-		if name == "x.txt" && !once {
+		if name == trigger && !once {
 			once = true
 			write(dirB, name)
 		}
@@ -166,4 +173,21 @@ func TestSameBytesNoConflict(t *testing.T) {
 			t.Fatalf("a conflict copy of identical content in %s", dir)
 		}
 	}
+}
+
+// TestLocalCreateBeforePlaceKept: a file created locally under the name of
+// a new file being pulled, after the puller wrote it and before it is put
+// in place, is never overwritten: both versions survive.
+func TestLocalCreateBeforePlaceKept(t *testing.T) {
+	dirA, dirB := raceNodesOn(t, "new.txt", func(dir, name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("b's own new.txt\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dirA, "new.txt"), []byte("a's new.txt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both versions of new.txt on b", func() bool {
+		return findContent(t, dirB, "new", "b's own new.txt\n") && findContent(t, dirB, "new", "a's new.txt\n")
+	})
 }
