@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -165,4 +168,46 @@ func (e iotestErr) Read([]byte) (int, error) { return 0, e.err }
 
 func BenchmarkPut256K(b *testing.B) {
 	blobtest.BenchPut(b, open(b, s3test.Start(b)), 256<<10)
+}
+
+// TestConnectionsReused: bursts of 48 reads at once open connections for
+// the first burst only; the next bursts find them idle. With the HTTP
+// client's default of 16 idle connections a host, every burst opened 32
+// new ones (over TLS, a handshake each).
+func TestConnectionsReused(t *testing.T) {
+	srv := s3test.NewServer(t)
+	cfg, proxy := srv.Faulty(t, s3test.Faults{})
+	s := open(t, cfg)
+	if err := s.Put(t.Context(), "k", strings.NewReader("0123456789"), 10); err != nil {
+		t.Fatal(err)
+	}
+	burst := func() {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 48 {
+			wg.Go(func() {
+				<-start
+				if err := blob.GetRange(t.Context(), s, "k", 2, 3, func(r io.Reader) error {
+					b, err := io.ReadAll(r)
+					if err == nil && string(b) != "234" {
+						err = fmt.Errorf("read %q", b)
+					}
+					time.Sleep(50 * time.Millisecond) // hold the connection: the burst overlaps
+					return err
+				}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	burst()
+	first := proxy.Counts().Conns
+	for range 3 {
+		burst()
+	}
+	if again := proxy.Counts().Conns - first; again > 4 {
+		t.Fatalf("3 more bursts of 48 reads opened %d connections, after %d for the first", again, first)
+	}
 }

@@ -35,6 +35,8 @@ type Faults struct {
 // ProxyCounts say what a Proxy did so far.
 type ProxyCounts struct {
 	Requests, Failed, Reset, Stalled int64
+	// Conns is the connections clients opened to the proxy.
+	Conns int64
 }
 
 // Proxy is an HTTP reverse proxy on 127.0.0.1 in front of a server, which
@@ -50,6 +52,7 @@ type Proxy struct {
 	failed   atomic.Int64
 	reset    atomic.Int64
 	stalled  atomic.Int64
+	conns    atomic.Int64
 	closing  chan struct{}
 	mu       sync.Mutex // guards stopped and handlers.Add
 	stopped  bool
@@ -75,7 +78,12 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 		Transport: transport,
 		ErrorLog:  quiet,
 	}
-	srv := &http.Server{Handler: p.handler(rp), ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet}
+	srv := &http.Server{Handler: p.handler(rp), ReadHeaderTimeout: 10 * time.Second, ErrorLog: quiet,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				p.conns.Add(1)
+			}
+		}}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -102,7 +110,7 @@ func (p *Proxy) SetFaults(f Faults) { p.faults.Store(&f) }
 
 // Counts returns what the proxy did so far.
 func (p *Proxy) Counts() ProxyCounts {
-	return ProxyCounts{Requests: p.seq.Load(), Failed: p.failed.Load(), Reset: p.reset.Load(), Stalled: p.stalled.Load()}
+	return ProxyCounts{Requests: p.seq.Load(), Failed: p.failed.Load(), Reset: p.reset.Load(), Stalled: p.stalled.Load(), Conns: p.conns.Load()}
 }
 
 // quiet drops the reports of aborted requests, which faults cause on
