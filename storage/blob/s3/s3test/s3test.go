@@ -171,7 +171,10 @@ func start(tb testing.TB, bin string, cfg s3.Config, roots *x509.CertPool, args 
 		return "", 0, err
 	}
 	var out testutil.LockedBuffer
-	args = append(append([]string{"--port", addr, "--quiet"}, args...), "posix", tb.TempDir())
+	// --keep-alive as S3 services keep connections: versitygw closes each
+	// one after its answer by default, which made every request of the
+	// benchmarks pay a connection (and over TLS a handshake).
+	args = append(append([]string{"--port", addr, "--quiet", "--keep-alive"}, args...), "posix", tb.TempDir())
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"ROOT_ACCESS_KEY=" + cfg.AccessKey, "ROOT_SECRET_KEY=" + cfg.SecretKey}
 	cmd.Stdout, cmd.Stderr = &out, &out
