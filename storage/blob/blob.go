@@ -258,3 +258,23 @@ func segmentProblem(seg string) string {
 	}
 	return ""
 }
+
+// BodyWrapper is a reader a layer puts around a body it passes on, to count
+// or pace it. Unwrap returns the reader it reads from.
+type BodyWrapper interface {
+	Unwrap() io.Reader
+}
+
+// InnermostBody returns the reader under every BodyWrapper around r. A
+// store that must read a body before it sends it (S3's checksum) reads
+// that one, and then sends r, so that the layers see each byte once, as it
+// is sent, paced as it is sent.
+func InnermostBody(r io.Reader) io.Reader {
+	for {
+		w, ok := r.(BodyWrapper)
+		if !ok {
+			return r
+		}
+		r = w.Unwrap()
+	}
+}

@@ -110,6 +110,9 @@ func throttle(ctx context.Context, r io.Reader, lim *rate.Limiter) io.Reader {
 	return &throttled{ctx: ctx, r: r, lim: lim}
 }
 
+// Unwrap implements blob.BodyWrapper.
+func (t *throttled) Unwrap() io.Reader { return t.r }
+
 func (t *throttled) Read(p []byte) (int, error) {
 	if len(p) > t.lim.Burst() {
 		p = p[:t.lim.Burst()]

@@ -205,3 +205,29 @@ func TestCancelWhileWaiting(t *testing.T) {
 		t.Errorf("a canceled Put left a blob: %v", err)
 	}
 }
+
+// innermost records the body under the wrappers of each body it is given.
+type innermost struct {
+	*mem.Store
+	got io.Reader
+}
+
+func (s *innermost) Put(ctx context.Context, k string, r io.Reader, n int64) error {
+	s.got = blob.InnermostBody(r)
+	return s.Store.Put(ctx, k, r, n)
+}
+
+// TestPacedBodyUnwraps: the paced body a store is given unwraps to the
+// caller's, so a store that reads a body before sending it (S3's
+// checksum) reads it unpaced and sends it paced.
+func TestPacedBodyUnwraps(t *testing.T) {
+	in := &innermost{Store: mem.New()}
+	s := limit.New(in, limit.Options{Upload: 1 << 20})
+	body := strings.NewReader("paced")
+	if err := s.Put(t.Context(), "k", body, 5); err != nil {
+		t.Fatal(err)
+	}
+	if in.got != io.Reader(body) {
+		t.Fatalf("the body under the paced one is %T, not the caller's", in.got)
+	}
+}

@@ -110,6 +110,11 @@ func (a *attemptReader) Read(p []byte) (int, error) {
 // without a copy.
 type seekingAttempt struct{ *attemptReader }
 
+// Unwrap implements blob.BodyWrapper: the caller's body, under the
+// attempt. (Only for a body that seeks: one kept for replay must be read
+// through the attempt.)
+func (a seekingAttempt) Unwrap() io.Reader { return a.b.r }
+
 func (a seekingAttempt) Seek(off int64, whence int) (int64, error) {
 	b := a.b
 	b.mu.Lock()

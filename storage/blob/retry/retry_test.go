@@ -423,11 +423,12 @@ func TestListResumes(t *testing.T) {
 type readsTwice struct {
 	*mem.Store
 	seekable bool
+	under    io.Reader // blob.InnermostBody of the body
 }
 
 func (s *readsTwice) Put(ctx context.Context, k string, r io.Reader, n int64) error {
 	rs, ok := r.(io.ReadSeeker)
-	s.seekable = ok
+	s.seekable, s.under = ok, blob.InnermostBody(r)
 	if !ok {
 		return s.Store.Put(ctx, k, r, n)
 	}
@@ -459,13 +460,20 @@ func TestSeekableBodyStaysSeekable(t *testing.T) {
 	if !inner.seekable {
 		t.Fatal("the inner store got a body that can't seek")
 	}
+	if inner.under != io.Reader(r) {
+		t.Errorf("the body under the attempt is %T, not the caller's", inner.under)
+	}
 	inner.Store.Get(t.Context(), "k", func(r io.Reader) error {
 		if b, _ := io.ReadAll(r); string(b) != "the body" {
 			t.Errorf("stored %q, want %q", b, "the body")
 		}
 		return nil
 	})
-	if err := s.Put(t.Context(), "k", onlyReader{strings.NewReader("x")}, 1); err != nil || inner.seekable {
+	only := onlyReader{strings.NewReader("x")}
+	if err := s.Put(t.Context(), "k", only, 1); err != nil || inner.seekable {
 		t.Errorf("a body that can't seek: Put = %v, seekable below = %v", err, inner.seekable)
+	}
+	if inner.under == io.Reader(only) {
+		t.Error("a body kept for replay unwraps to the caller's, which a store would read past the copy")
 	}
 }

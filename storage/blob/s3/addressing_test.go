@@ -22,3 +22,20 @@ func TestAddressing(t *testing.T) {
 		t.Errorf("Addressing(7).String() = %q", got)
 	}
 }
+
+// TestTakesChecksums: every server gets a PUT's checksum header but
+// Google's, for which minio-go refuses every such PUT.
+func TestTakesChecksums(t *testing.T) {
+	for endpoint, want := range map[string]bool{
+		"127.0.0.1:9000":                true,
+		"s3.amazonaws.com":              true,
+		"minio.example:443":             true,
+		"storage.googleapis.com":        false,
+		"storage.googleapis.com:443":    false,
+		"bucket.storage.googleapis.com": true, // not the S3 interface's host
+	} {
+		if got := takesChecksums(endpoint); got != want {
+			t.Errorf("takesChecksums(%q) = %v, want %v", endpoint, got, want)
+		}
+	}
+}

@@ -34,10 +34,12 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/internal/sized"
@@ -124,6 +126,9 @@ type Store struct {
 	bucket    string
 	prefix    string
 	classFor  func(key string) string
+	// checksums: a single PUT carries its CRC32C (every server but
+	// Google's, which the client refuses them for).
+	checksums bool
 }
 
 var (
@@ -146,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening s3 store: %w", err)
 	}
+	checksums := takesChecksums(cfg.Endpoint)
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
 		Creds:        creds,
 		Secure:       cfg.UseTLS,
@@ -155,7 +161,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		MaxRetries:   1,
 		// Lets a PUT carry its own checksum header (see put); the client
 		// refuses one without it.
-		TrailingHeaders: true,
+		TrailingHeaders: checksums,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening s3 store: %w", err)
@@ -164,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if prefix != "" {
 		prefix += "/"
 	}
-	s := &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix, classFor: cfg.StorageClassFor}
+	s := &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix, classFor: cfg.StorageClassFor, checksums: checksums}
 	what := "bucket"
 	err = s.probe(ctx)
 	if cfg.CreateBucket && minio.ToErrorResponse(err).Code == minio.NoSuchBucket {
@@ -185,6 +191,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("opening s3 store: %s %q: %w", what, cfg.Bucket, cerr)
 	}
 	return s, nil
+}
+
+// takesChecksums reports whether the server at endpoint (host:port) is
+// given checksum headers: all but Google Cloud Storage's S3 interface,
+// for which minio-go refuses them. There payloads keep the client's
+// default: signed over plain HTTP (which GCS does not speak), and over
+// HTTPS unsigned, as before.
+func takesChecksums(endpoint string) bool {
+	return !s3utils.IsGoogleEndpoint(url.URL{Host: endpoint})
 }
 
 // newTransport returns the HTTP transport for cfg, trusting cfg.CAFile.
@@ -315,15 +330,16 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, cr
 			r = io.MultiReader(bytes.NewReader(head), r)
 		}
 	}
-	// Payloads go unsigned over plain HTTP too, as over HTTPS: signing
-	// them took a SHA-256 of every byte on both sides, a fifth of a
-	// receiver's ingest. The checksum below (or a part's, in a multipart
-	// upload) still catches a body damaged or cut short. Only an attacker
+	// Payloads go unsigned over plain HTTP too, as over HTTPS, where the
+	// server takes checksums: signing them took a SHA-256 of every byte
+	// on both sides, a fifth of a receiver's ingest. The checksum below
+	// (or a part's, in a multipart upload) still catches a body damaged or
+	// cut short. Only an attacker
 	// on the path could then change a body unnoticed by the server, which
 	// is no more than the server itself can do to what it stores: every
 	// chunk, pack and log record is sealed, and the devices that read them
 	// check it.
-	opts := minio.PutObjectOptions{PartSize: PartSize, DisableContentSha256: true}
+	opts := minio.PutObjectOptions{PartSize: PartSize, DisableContentSha256: s.checksums}
 	if s.classFor != nil {
 		opts.StorageClass = s.classFor(key)
 	}
@@ -331,7 +347,7 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, cr
 		opts.SetMatchETagExcept("*")
 		opts.DisableMultipart = true
 	}
-	if create || size >= 0 && size <= PartSize {
+	if s.checksums && (create || size >= 0 && size <= PartSize) {
 		// One PUT. Its CRC32C goes in a header the server checks, so that
 		// a body cut short (a reader failing, a context canceled, a
 		// connection dropped) is refused rather than stored: over HTTPS
@@ -361,11 +377,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // checksum reads r, which must hold size bytes, and returns their CRC32C
 // in base64, as S3's x-amz-checksum-crc32c wants it, and a reader of the
-// same bytes: r itself, sought back, if it can seek, else a copy in
-// memory (a single PUT's body is at most PartSize, or a Create's).
+// same bytes: r itself if the body under its layers' wrappers
+// (blob.InnermostBody) can seek, read there and sought back, so that the
+// layers count and pace only the PUT's pass; else a copy in memory (a
+// single PUT's body is at most PartSize, or a Create's).
 func checksum(ctx context.Context, r io.Reader, size int64) (string, io.Reader, error) {
 	h := crc32.New(castagnoli)
-	if rs, ok := r.(io.ReadSeeker); ok {
+	if rs, ok := blob.InnermostBody(r).(io.ReadSeeker); ok {
 		if start, err := rs.Seek(0, io.SeekCurrent); err == nil {
 			if _, err := io.Copy(h, sized.NewReader(ctx, rs, size)); err != nil {
 				return "", nil, err
@@ -373,7 +391,7 @@ func checksum(ctx context.Context, r io.Reader, size int64) (string, io.Reader, 
 			if _, err := rs.Seek(start, io.SeekStart); err != nil {
 				return "", nil, err
 			}
-			return base64.StdEncoding.EncodeToString(h.Sum(nil)), rs, nil
+			return base64.StdEncoding.EncodeToString(h.Sum(nil)), r, nil
 		}
 	}
 	buf, err := io.ReadAll(sized.NewReader(ctx, r, size))

@@ -17,6 +17,7 @@ import (
 
 	"lockstep/storage/blob"
 	"lockstep/storage/blob/blobtest"
+	"lockstep/storage/blob/metered"
 	"lockstep/storage/blob/s3"
 	"lockstep/storage/blob/s3/s3test"
 	"lockstep/test/testutil"
@@ -209,5 +210,59 @@ func TestConnectionsReused(t *testing.T) {
 	}
 	if again := proxy.Counts().Conns - first; again > 4 {
 		t.Fatalf("3 more bursts of 48 reads opened %d connections, after %d for the first", again, first)
+	}
+}
+
+// wrapped is a layer's wrapper around a body (blob.BodyWrapper), like a
+// bandwidth limit's: it counts the bytes read through it, and does not
+// seek.
+type wrapped struct {
+	r io.Reader
+	n int64
+}
+
+func (w *wrapped) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *wrapped) Unwrap() io.Reader { return w.r }
+
+// countingSeeker is a body that seeks, counting the bytes read from it.
+type countingSeeker struct {
+	*bytes.Reader
+	n int64
+}
+
+func (c *countingSeeker) Read(p []byte) (int, error) {
+	n, err := c.Reader.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// TestChecksumPassUnderLayers: the CRC32C of a body is read from the body
+// under the layers' wrappers, which see each byte once, as it is sent: a
+// metered store counted every PUT twice, and an upload limit paced the
+// checksum's pass, not the PUT, which then went out unpaced.
+func TestChecksumPassUnderLayers(t *testing.T) {
+	s := open(t, s3test.Start(t))
+	body := bytes.Repeat([]byte("0123456789"), 1000)
+	inner := &countingSeeker{Reader: bytes.NewReader(body)}
+	w := &wrapped{r: inner}
+	if err := s.Put(t.Context(), "k", w, int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	if w.n != int64(len(body)) || inner.n != 2*int64(len(body)) {
+		t.Errorf("%d bytes read through the wrapper and %d from the body under it; want %d, the PUT's, and %d, with the checksum's", w.n, inner.n, len(body), 2*len(body))
+	}
+
+	m := metered.NewMeter()
+	ms := metered.New(s, m)
+	if err := ms.Put(t.Context(), "k", bytes.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Snapshot().Put.Bytes; got != int64(len(body)) {
+		t.Fatalf("metered %d bytes put for a body of %d", got, len(body))
 	}
 }

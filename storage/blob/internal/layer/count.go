@@ -38,6 +38,9 @@ func (c *counter) Read(p []byte) (int, error) {
 
 func (c *counter) Count() int64 { return c.n.Load() }
 
+// Unwrap implements blob.BodyWrapper.
+func (c *counter) Unwrap() io.Reader { return c.r }
+
 // seekCounter counts every byte read, those read again after a Seek too:
 // the count is of bytes moved.
 type seekCounter struct {
