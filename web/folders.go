@@ -160,6 +160,12 @@ func (s *Server) folderStatuses(ctx context.Context) ([]FolderStatus, error) {
 			for _, d := range shared {
 				fs.Peers = append(fs.Peers, PeerStatus{Device: d, Connected: live[d], LastContact: lastSeen[d], LastStored: stored[d]})
 			}
+			if f.Type != db.Encrypted && !f.Paused {
+				// Added a moment ago, the engine not running it yet: it
+				// has not been scanned, and `folder add --wait` must not
+				// take it for idle.
+				fs.State = engine.StateStarting
+			}
 			if f.Error != "" {
 				fs.State, fs.Error = "error", f.Error
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lockstep/sync/engine"
 	"lockstep/web"
 )
 
@@ -236,8 +237,8 @@ func readPassword(path string) (string, error) {
 const scanPoll = 250 * time.Millisecond
 
 // waitScanned waits until folder id has finished its first scan (its state
-// is set: it has none before), saying on w how far it got: redrawn in
-// place on a terminal, a line every few seconds otherwise.
+// is neither starting nor scanning), saying on w how far it got: redrawn
+// in place on a terminal, a line every few seconds otherwise.
 func waitScanned(ctx context.Context, cl *web.Client, w io.Writer, id string) (web.FolderStatus, error) {
 	terminal := isTerminal(w)
 	var last time.Time
@@ -254,7 +255,7 @@ func waitScanned(ctx context.Context, cl *web.Client, w io.Writer, id string) (w
 			return web.FolderStatus{}, fmt.Errorf("folder %s went away while it was scanned", id)
 		}
 		f := fs[i]
-		if f.State != "" && f.State != "scanning" {
+		if f.State != "" && f.State != engine.StateStarting && f.State != engine.StateScanning {
 			if terminal {
 				fmt.Fprintf(w, "\r%s\x1b[K\n", line("scanned", f))
 			} else {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -190,4 +191,27 @@ func TestLocalCreateBeforePlaceKept(t *testing.T) {
 	waitFor(t, "both versions of new.txt on b", func() bool {
 		return findContent(t, dirB, "new", "b's own new.txt\n") && findContent(t, dirB, "new", "a's new.txt\n")
 	})
+}
+
+// TestFolderStartsStarting: a folder shows "starting" until its first
+// scan begins, not "idle": `folder add --wait` took an idle folder for one
+// scanned, and returned before the scan with no files.
+func TestFolderStartsStarting(t *testing.T) {
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	e := newWired(crypt.DeviceID{9}, d)
+	f, err := newFolder(context.Background(), e, db.Folder{ID: "f", Path: t.TempDir(), Type: db.SendReceive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.fs.Close()
+	f.mu.Lock()
+	st := f.shownState()
+	f.mu.Unlock()
+	if st != StateStarting {
+		t.Fatalf("a new folder's state is %q, want %q", st, StateStarting)
+	}
 }

@@ -22,8 +22,10 @@ import (
 	"lockstep/sync/versions"
 )
 
-// Folder states reported in status.
+// Folder states reported in status. A folder starts in StateStarting and
+// leaves it for good when its first scan begins.
 const (
+	StateStarting = "starting"
 	StateIdle     = "idle"
 	StateScanning = "scanning"
 	StateSyncing  = "syncing"
@@ -105,7 +107,7 @@ func newFolder(ctx context.Context, e *Engine, cfg db.Folder) (*folder, error) {
 		cfg:       cfg,
 		shares:    map[crypt.DeviceID]bool{},
 		receivers: map[crypt.DeviceID]bool{},
-		state:     StateIdle,
+		state:     StateStarting,
 		changed:   make(chan struct{}),
 		scanAll:   true,
 	}, nil

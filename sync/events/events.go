@@ -122,6 +122,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 
 // Folder states, as in FolderStateChanged and the folder status.
 const (
+	StateStarting = "starting" // no scan begun since the folder was added or the node started
 	StateIdle     = "idle"
 	StateScanning = "scanning"
 	StateSyncing  = "syncing"
@@ -137,8 +138,9 @@ const (
 // FolderStateChanged: a folder went from one state to another.
 type FolderStateChanged struct {
 	Folder string `json:"folder"`
-	// From and State are StateIdle, StateScanning, StateSyncing or
-	// StateError; From is empty for the folder's first state.
+	// From and State are StateStarting, StateIdle, StateScanning,
+	// StateSyncing or StateError; a folder's first change is from
+	// StateStarting.
 	From  string `json:"from,omitempty"`
 	State string `json:"state"`
 	// Error says what is wrong when State is StateError.
