@@ -36,3 +36,20 @@ func TestFolderAddWait(t *testing.T) {
 		t.Fatalf("stderr %q", res.stderr)
 	}
 }
+
+// TestFolderAddWaitCannotStart: `folder add --wait` of a folder the node
+// can't start fails with the reason, and status shows it: it used to
+// report the folder scanned, idle and empty.
+func TestFolderAddWaitCannotStart(t *testing.T) {
+	n := startNode(t, "a")
+	blocker := filepath.Join(t.TempDir(), "a-file")
+	writeFile(t, blocker, []byte("not a directory"), 0o644)
+	res := run(t, n.home, "folder", "add", "docs", filepath.Join(blocker, "docs"), "--wait")
+	if res.code != 1 || !strings.Contains(res.stderr, "not a directory") {
+		t.Fatalf("folder add --wait under a file: exit %d, stderr %q", res.code, res.stderr)
+	}
+	res = run(t, n.home, "folder", "list", "--json")
+	if !strings.Contains(res.stdout, `"state": "error"`) || !strings.Contains(res.stdout, "starting the folder") {
+		t.Fatalf("folder list after: %s", res.stdout)
+	}
+}

@@ -255,6 +255,9 @@ func waitScanned(ctx context.Context, cl *web.Client, w io.Writer, id string) (w
 			return web.FolderStatus{}, fmt.Errorf("folder %s went away while it was scanned", id)
 		}
 		f := fs[i]
+		if f.State == engine.StateError {
+			return f, fmt.Errorf("folder %s: %s", id, f.Error)
+		}
 		if f.State != "" && f.State != engine.StateStarting && f.State != engine.StateScanning {
 			if terminal {
 				fmt.Fprintf(w, "\r%s\x1b[K\n", line("scanned", f))

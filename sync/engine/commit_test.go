@@ -215,3 +215,34 @@ func TestFolderStartsStarting(t *testing.T) {
 		t.Fatalf("a new folder's state is %q, want %q", st, StateStarting)
 	}
 }
+
+// TestFolderThatCannotStartShowsWhy: a folder whose path can't be made
+// shows the error in its status, not a folder forever starting (or, before
+// "starting", idle and empty).
+func TestFolderThatCannotStartShowsWhy(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := db.Open(filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutFolder(ctx, db.Folder{ID: "f", Path: filepath.Join(blocker, "docs"), Type: db.SendReceive}); err != nil {
+		t.Fatal(err)
+	}
+	e := newWired(crypt.DeviceID{9}, d)
+	done := make(chan error, 1)
+	go func() { done <- e.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; d.Close() })
+	var st FolderStatus
+	waitFor(t, "the folder's status", func() bool {
+		var ok bool
+		st, ok = e.FolderStatus("f")
+		return ok
+	})
+	if st.State != StateError || !strings.Contains(st.Error, "not a directory") {
+		t.Fatalf("status of a folder that can't start: %q, %q", st.State, st.Error)
+	}
+}

@@ -51,8 +51,12 @@ type Engine struct {
 	ctx     context.Context // Serve's; set before ready closes
 	folders map[string]*folder
 	stops   map[string]context.CancelFunc
-	links   map[crypt.DeviceID]*link
-	wg      sync.WaitGroup
+	// failed holds why each folder that should run could not start, until
+	// a Reload starts it: status shows it, where the folder would
+	// otherwise look as if it were still starting.
+	failed map[string]string
+	links  map[crypt.DeviceID]*link
+	wg     sync.WaitGroup
 
 	// started, when set (tests), is called with each folder Reload
 	// started, once others can see it.
@@ -110,6 +114,7 @@ func New(id crypt.DeviceID, database *db.DB, log *slog.Logger, opts Options) *En
 		ready:   make(chan struct{}),
 		folders: map[string]*folder{},
 		stops:   map[string]context.CancelFunc{},
+		failed:  map[string]string{},
 		links:   map[crypt.DeviceID]*link{},
 	}
 }
@@ -152,6 +157,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 	e.mu.Lock()
 	base := e.ctx
 	var started []*folder
+	clear(e.failed)
 	for id, f := range e.folders {
 		cfg, ok := want[id]
 		if cur := f.config(); !ok || cfg.Path != cur.Path || cfg.Type != cur.Type {
@@ -168,6 +174,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 		f, err := newFolder(ctx, e, cfg)
 		if err != nil {
 			e.log.Error("starting folder", "folder", id, "err", err)
+			e.failed[id] = "starting the folder: " + err.Error()
 			continue
 		}
 		// Its shares are known before anything can see it: a peer's

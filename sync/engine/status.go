@@ -36,11 +36,17 @@ type PeerStatus struct {
 	Untrusted bool
 }
 
-// FolderStatus reports a running folder's state; ok is false for a folder
-// that is not running.
+// FolderStatus reports a running folder's state, or the error that kept
+// a folder that should run from starting; ok is false for a folder that
+// is not running (not yet, or paused, or held for others).
 func (e *Engine) FolderStatus(id string) (st FolderStatus, ok bool) {
-	f := e.folder(id)
+	e.mu.Lock()
+	f, failed := e.folders[id], e.failed[id]
+	e.mu.Unlock()
 	if f == nil {
+		if failed != "" {
+			return FolderStatus{ID: id, State: StateError, Error: failed}, true
+		}
 		return st, false
 	}
 	f.mu.Lock()
