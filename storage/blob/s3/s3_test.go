@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -182,25 +181,32 @@ func TestConnectionsReused(t *testing.T) {
 	if err := s.Put(t.Context(), "k", strings.NewReader("0123456789"), 10); err != nil {
 		t.Fatal(err)
 	}
+	const n = 48
 	burst := func() {
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 48 {
+		var wg, inside sync.WaitGroup
+		inside.Add(n)
+		for range n {
 			wg.Go(func() {
-				<-start
+				in := false
 				if err := blob.GetRange(t.Context(), s, "k", 2, 3, func(r io.Reader) error {
+					in = true
 					b, err := io.ReadAll(r)
 					if err == nil && string(b) != "234" {
 						err = fmt.Errorf("read %q", b)
 					}
-					time.Sleep(50 * time.Millisecond) // hold the connection: the burst overlaps
+					// Every read holds its connection until all are in:
+					// n connections at once.
+					inside.Done()
+					inside.Wait()
 					return err
 				}); err != nil {
 					t.Error(err)
+					if !in {
+						inside.Done()
+					}
 				}
 			})
 		}
-		close(start)
 		wg.Wait()
 	}
 	burst()
@@ -208,8 +214,11 @@ func TestConnectionsReused(t *testing.T) {
 	for range 3 {
 		burst()
 	}
+	if first < n/2 {
+		t.Fatalf("a burst of %d reads at once opened only %d connections: they did not overlap", n, first)
+	}
 	if again := proxy.Counts().Conns - first; again > 4 {
-		t.Fatalf("3 more bursts of 48 reads opened %d connections, after %d for the first", again, first)
+		t.Fatalf("3 more bursts of %d reads opened %d connections, after %d for the first", n, again, first)
 	}
 }
 
