@@ -334,11 +334,10 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, cr
 	// server takes checksums: signing them took a SHA-256 of every byte
 	// on both sides, a fifth of a receiver's ingest. The checksum below
 	// (or a part's, in a multipart upload) still catches a body damaged or
-	// cut short. Only an attacker
-	// on the path could then change a body unnoticed by the server, which
-	// is no more than the server itself can do to what it stores: every
-	// chunk, pack and log record is sealed, and the devices that read them
-	// check it.
+	// cut short. Only an attacker on the path could then change a body
+	// unnoticed by the server, which is no more than the server itself can
+	// do to what it stores: every chunk, pack and log record is sealed,
+	// and the devices that read them check it.
 	opts := minio.PutObjectOptions{PartSize: PartSize, DisableContentSha256: s.checksums}
 	if s.classFor != nil {
 		opts.StorageClass = s.classFor(key)
@@ -363,6 +362,12 @@ func (s *Store) put(ctx context.Context, key string, r io.Reader, size int64, cr
 	// A multipart upload is safe without: the client aborts it when a
 	// part fails.
 	sr := sized.NewReader(ctx, r, size)
+	if size == 0 {
+		// The client reads nothing for an empty body: check r is empty.
+		if _, err := sr.Read(make([]byte, 1)); err != io.EOF {
+			return err
+		}
+	}
 	_, err := s.client.PutObject(ctx, s.bucket, s.prefix+key, sr, size, opts)
 	if err != nil {
 		if rerr := sr.Err(); rerr != nil {
