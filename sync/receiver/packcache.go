@@ -258,12 +258,7 @@ func (c *packCache) load(ctx context.Context, s blob.Store, p *cachedPack) {
 		c.lru = append(c.lru, p)
 		c.bytes += int64(cap(p.data))
 		for c.bytes > c.max && len(c.lru) > 0 {
-			old := c.lru[0]
-			c.lru = c.lru[1:]
-			c.bytes -= int64(cap(old.data))
-			delete(c.packs, old.key)
-			old.dropped = true
-			c.recycle(old)
+			c.drop(c.lru[0])
 		}
 	}
 	c.mu.Unlock()
