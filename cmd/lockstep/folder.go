@@ -61,7 +61,7 @@ func newFolder(g *globals) *cobra.Command {
 		},
 	}
 	add.Flags().StringVar(&label, "label", "", "a label for the folder")
-	add.Flags().BoolVar(&wait, "wait", false, "wait for the folder's first scan, showing its progress")
+	add.Flags().BoolVar(&wait, "wait", false, "wait for the folder's first scan, showing its progress; fail if the folder can't start or its scan fails")
 	add.Flags().StringVar(&typ, "type", "sendreceive", "sendreceive, sendonly, receiveonly or encrypted")
 	completeFlag(add, "type", "sendreceive", "sendonly", "receiveonly", "encrypted")
 	add.ValidArgsFunction = func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
