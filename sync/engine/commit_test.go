@@ -5,12 +5,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"lockstep/crypt"
 	"lockstep/storage/db"
+	"lockstep/sync/events"
 	"lockstep/sync/index"
 )
 
@@ -244,5 +246,40 @@ func TestFolderThatCannotStartShowsWhy(t *testing.T) {
 	})
 	if st.State != StateError || !strings.Contains(st.Error, "not a directory") {
 		t.Fatalf("status of a folder that can't start: %q, %q", st.State, st.Error)
+	}
+}
+
+// TestScanFailureShownAtOnce: a failed scan takes the folder from scanning
+// to error in one change; it used to pass through idle, which `folder add
+// --wait` took for a scan done well.
+func TestScanFailureShownAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	e := startEngine(t, dir)
+	waitFor(t, "the first scan", func() bool {
+		st, _ := e.FolderStatus("f")
+		return st.State == StateIdle
+	})
+	e.db.Close() // the scan's records can't be stored
+	if err := os.WriteFile(filepath.Join(dir, "new.txt"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	after := e.opts.Events.Latest()
+	e.folder("f").requestScan(nil)
+	waitFor(t, "the scan to fail", func() bool {
+		st, _ := e.FolderStatus("f")
+		return st.State == StateError && strings.HasPrefix(st.Error, "scan: ")
+	})
+	evs, err := e.opts.Events.Since(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, ev := range evs {
+		if c, ok := ev.Data.(events.FolderStateChanged); ok && c.Folder == "f" {
+			states = append(states, c.State)
+		}
+	}
+	if !slices.Equal(states, []string{StateScanning, StateError}) {
+		t.Fatalf("states after the failing scan: %v, want scanning then error", states)
 	}
 }

@@ -361,12 +361,19 @@ func (f *folder) runScan(ctx context.Context) {
 		f.log.Debug("rescanning with the adopted chunking polynomial")
 		err = f.scan(ctx, nil)
 	}
-	f.setState(StateIdle)
+	failed := err != nil && ctx.Err() == nil
+	// Idle and the error in one change: in between, the folder looked
+	// scanned and well (to `folder add --wait`, say).
+	f.changeState(func() {
+		f.state = StateIdle
+		if failed {
+			f.err = "scan: " + err.Error()
+		}
+	})
 	f.log.Debug("scan done", "paths", len(paths), "took", time.Since(start))
 	f.e.opts.Events.Publish(events.FolderSummary{Folder: f.id})
-	if err != nil && ctx.Err() == nil {
+	if failed {
 		f.log.Warn("scan failed", "err", err)
-		f.setError(fmt.Errorf("scan: %w", err))
 		f.e.opts.Events.Publish(events.FolderError{Folder: f.id, Error: "scan: " + err.Error()})
 		return
 	}
