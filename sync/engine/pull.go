@@ -545,6 +545,7 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 			return d, err
 		}
 	}
+	own := ownBlocks(d.local)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(blocksPerFile)
 	for _, b := range r.Blocks {
@@ -560,7 +561,7 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 				f.mu.Unlock()
 				return nil
 			}
-			data, err := f.fetchBlock(gctx, r, b, sources)
+			data, err := f.fetchBlock(gctx, r, b, sources, own)
 			if err != nil {
 				return err
 			}
@@ -645,11 +646,32 @@ func (f *folder) written(file fsys.File, b index.Block) bool {
 	return n == len(buf) && chunk.HashOf(buf) == b.Hash
 }
 
-// fetchBlock gets a block's bytes from a local file that has them, else
-// from a peer that has the file's version; every source is hash-checked.
-func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block, sources blockSources) ([]byte, error) {
+// ownBlocks maps the hashes of the blocks of l, the local version of the
+// file being pulled, to their offsets. The pull's sources map only the
+// files it started with; a file that joined it later (an edit announced
+// while another file was pulled) still copies what its own older version
+// holds, rather than fetch the whole file.
+func ownBlocks(l *index.Record) map[chunk.Hash]int64 {
+	if l == nil || l.Deleted || l.Type != index.File {
+		return nil
+	}
+	own := make(map[chunk.Hash]int64, len(l.Blocks))
+	for _, b := range l.Blocks {
+		own[b.Hash] = b.Offset
+	}
+	return own
+}
+
+// fetchBlock gets a block's bytes from a local file that has them (sources,
+// then the file's own older version at own), else from a peer that has the
+// file's version; every source is hash-checked.
+func (f *folder) fetchBlock(ctx context.Context, r *index.Record, b index.Block, sources blockSources, own map[chunk.Hash]int64) ([]byte, error) {
 	var buf []byte
-	for _, src := range sources[b.Hash] {
+	local := sources[b.Hash]
+	if off, ok := own[b.Hash]; ok {
+		local = append(slices.Clip(local), blockSource{r.Name, off})
+	}
+	for _, src := range local {
 		if buf == nil {
 			buf = getBlock(int(b.Size))
 		}

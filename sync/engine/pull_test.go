@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"lockstep/chunk"
 	"lockstep/crypt"
 	"lockstep/storage/db"
@@ -446,5 +448,54 @@ func TestPullReusesLocalBlocks(t *testing.T) {
 	}
 	if got := f.localBlocks([]index.Record{moved}); len(got) != 2 || len(got[moved.Blocks[0].Hash]) != 2 {
 		t.Fatalf("sources for new.bin's blocks: %v, want its two hashes, each in old.bin and new.bin", got)
+	}
+}
+
+// A new version of a local file that joined a running pull, after the
+// pull mapped its local sources, still copies the blocks its older version
+// holds: an edit to a big file arriving mid-pull used to fetch the whole
+// file.
+func TestJoinedFileReusesItsOwnBlocks(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	dir := f.config().Path
+	data := make([]byte, 3*chunk.MinSize)
+	if _, err := rand.NewChaCha8([32]byte{'j'}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	blocks := func(data []byte) []index.Block {
+		var bs []index.Block
+		for off := 0; off < len(data); off += chunk.MinSize {
+			b := data[off:min(off+chunk.MinSize, len(data))]
+			bs = append(bs, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
+		}
+		return bs
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := index.Record{Name: "big.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: blocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
+	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{old}); err != nil {
+		t.Fatal(err)
+	}
+	// The peer dropped the last block: every block left is held locally.
+	cut := data[:2*chunk.MinSize]
+	edited := peerFile(peer, "big.bin", index.File, 2)
+	edited.Version = index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}, {ID: peer.Short(), Value: 2}}
+	edited.Size, edited.Mode, edited.Blocks = int64(len(cut)), 0o644, blocks(cut)
+	// No sources mapped, as for a file that joined the pull; no peer is
+	// connected to fetch from.
+	mem := semaphore.NewWeighted(maxBytesInAir)
+	d, err := f.pullOne(context.Background(), &edited, blockSources{}, mem)
+	if err != nil {
+		t.Fatalf("pulling an edit whose blocks the file's older version holds: %v", err)
+	}
+	defer f.fs.Remove(d.tmp)
+	got, err := os.ReadFile(filepath.Join(dir, d.tmp))
+	if err != nil || !bytes.Equal(got, cut) {
+		t.Fatalf("prepared %d bytes, %v; want the edit's %d", len(got), err, len(cut))
+	}
+	if got := f.reusedBytes.Load(); got != int64(len(cut)) {
+		t.Fatalf("reused %d bytes, want %d", got, len(cut))
 	}
 }
