@@ -493,14 +493,9 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	} else if existing != "" {
 		return d, fmt.Errorf("%q differs only in case from %q on this case-insensitive filesystem", r.Name, existing)
 	}
-	if dir := path.Dir(r.Name); dir != "." {
-		if err := f.fs.MkdirAll(dir, 0o755); err != nil {
-			return d, err
-		}
-	}
 	if r.Type == index.Symlink {
 		tmp := tempName(r.Name)
-		if err := f.fs.Symlink(r.Target, tmp); err != nil {
+		if err := f.inParent(r.Name, func() error { return f.fs.Symlink(r.Target, tmp) }); err != nil {
 			return d, err
 		}
 		d.tmp = tmp
@@ -511,17 +506,19 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	resumable := len(r.Blocks) > 1
 	var file fsys.File
 	var tmp string
-	var err error
-	if resumable {
-		file, tmp, err = f.fs.OpenPartial(r.Name)
-		if err == nil {
-			f.notePartial(tmp)
+	err := f.inParent(r.Name, func() (err error) {
+		if resumable {
+			file, tmp, err = f.fs.OpenPartial(r.Name)
+		} else {
+			file, tmp, err = f.fs.CreateTemp(r.Name)
 		}
-	} else {
-		file, tmp, err = f.fs.CreateTemp(r.Name)
-	}
+		return err
+	})
 	if err != nil {
 		return d, err
+	}
+	if resumable {
+		f.notePartial(tmp)
 	}
 	ok := false
 	defer func() {
@@ -608,6 +605,20 @@ func (f *folder) pullOne(ctx context.Context, r *index.Record, sources blockSour
 	ok = true
 	d.tmp = tmp
 	return d, nil
+}
+
+// inParent runs create, which makes a file beside name, and when name's
+// directory is missing makes it and runs create again. The directory of
+// most files pulled exists already: looking first cost a lookup per file.
+func (f *folder) inParent(name string, create func() error) error {
+	err := create()
+	if dir := path.Dir(name); dir != "." && errors.Is(err, fs.ErrNotExist) {
+		if err := f.fs.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		err = create()
+	}
+	return err
 }
 
 // sameBytes reports whether the local file l, concurrent with r, already

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -497,5 +498,38 @@ func TestJoinedFileReusesItsOwnBlocks(t *testing.T) {
 	}
 	if got := f.reusedBytes.Load(); got != int64(len(cut)) {
 		t.Fatalf("reused %d bytes, want %d", got, len(cut))
+	}
+}
+
+// A file or symlink pulled into a directory that does not exist yet gets
+// it made; one under a file fails with the reason.
+func TestPullMakesMissingParents(t *testing.T) {
+	peer := crypt.DeviceID{1}
+	f := idleFolder(t)
+	dir := f.config().Path
+	mem := semaphore.NewWeighted(maxBytesInAir)
+	link := peerFile(peer, "a/b/link", index.Symlink, 1)
+	link.Target = "../x"
+	empty := peerFile(peer, "c/d/empty", index.File, 2)
+	empty.Size, empty.Mode = 0, 0o644
+	for _, r := range []index.Record{link, empty} {
+		d, err := f.pullOne(context.Background(), &r, blockSources{}, mem)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		if path.Dir(d.tmp) != path.Dir(r.Name) {
+			t.Fatalf("%s prepared as %s", r.Name, d.tmp)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, d.tmp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	under := peerFile(peer, "file/empty", index.File, 3)
+	under.Size = 0
+	if _, err := f.pullOne(context.Background(), &under, blockSources{}, mem); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("pulling under a file: %v, want ENOTDIR", err)
 	}
 }
