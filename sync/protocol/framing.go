@@ -38,10 +38,13 @@ const (
 )
 
 // zstd coders are shared: EncodeAll and DecodeAll are safe for concurrent
-// use and start no goroutines.
+// use and start no goroutines. The encoder's window is 1 MiB and its
+// history kept small: with the defaults, encoding a 2.3 MB index kept
+// 18 MB for good, for the same size out (3.3 MB so, and no slower).
 var (
 	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 		if err != nil {
 			panic(fmt.Sprintf("protocol: zstd encoder options: %v", err))
 		}
