@@ -214,3 +214,52 @@ func TestConnLargeResponseReleasedAfterWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestConnEndReleasesUnsent: answers still queued, or being written, when
+// the connection ends are released all the same, each once: memory a
+// model lends for an answer is only freed by its release.
+func TestConnEndReleasesUnsent(t *testing.T) {
+	ca, cb := net.Pipe()
+	m := &releasingModel{recordingModel: newRecordingModel(), released: map[*byte]int{}}
+	var mu sync.Mutex
+	var answered []*byte
+	m.answer = func(_ context.Context, req *Request) ([]byte, error) {
+		data := bytes.Repeat([]byte{1}, int(req.GetSize()))
+		mu.Lock()
+		answered = append(answered, unsafe.SliceData(data))
+		mu.Unlock()
+		return data, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{conn: NewConn(DeviceID{'r'}, ca, m, Options{}), model: m.recordingModel, cancel: cancel, errc: make(chan error, 1)}
+	go func() { s.errc <- s.conn.Serve(ctx) }()
+	// The peer asks, and never reads an answer: the first blocks the
+	// writer, the others queue behind it.
+	const asked = 20
+	for i := range asked {
+		size := streamResponseMin
+		if i%2 == 1 {
+			size = 128 << 10 // past bufio
+		}
+		if err := WriteMessage(cb, &Request{Id: int64(i + 1), Name: "f", Size: uint32(size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 5*time.Second, "every request answered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answered) == asked
+	})
+	cancel()
+	s.wait(t)
+	cb.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, p := range answered {
+		if m.released[p] != 1 {
+			t.Errorf("answer %d was released %d times, want once", i, m.released[p])
+		}
+	}
+}

@@ -48,8 +48,28 @@ func (c *Conn) Serve(ctx context.Context) error {
 	}
 	cancel()
 	wg.Wait()
+	c.dropUnsent()
 	c.model.Closed(c.peer, c.err)
 	return c.err
+}
+
+// dropUnsent gives back the buffers of the frames the writer left queued
+// when the connection ended, the model's included: memory a model lent
+// for an answer (Lend) is only ever freed by its release.
+func (c *Conn) dropUnsent() {
+	for {
+		select {
+		case f := <-c.outbox:
+			if f.pooled {
+				putBuf(f.data)
+			}
+			if f.release != nil {
+				f.release()
+			}
+		default:
+			return
+		}
+	}
 }
 
 // readLoop reads and dispatches frames until the connection ends. Request
@@ -141,15 +161,17 @@ func (c *Conn) startRequest(ctx context.Context, req *Request, wg *sync.WaitGrou
 	wg.Go(func() {
 		defer func() { <-c.incoming }()
 		data, err := c.model.Request(ctx, c.peer, req)
+		// Whatever becomes of the answer, its buffer goes back.
+		release := func() {}
+		if r, ok := c.model.(Releaser); ok && data != nil {
+			release = func() { r.Release(data) }
+		}
 		if err == nil && len(data) > int(req.GetSize()) {
 			err = fmt.Errorf("model answered %d bytes to a request for %d", len(data), req.GetSize())
 		}
 		if ctx.Err() != nil {
+			release()
 			return // the connection is ending; the answer would be lost
-		}
-		release := func() {}
-		if r, ok := c.model.(Releaser); ok && err == nil {
-			release = func() { r.Release(data) }
 		}
 		// The response can only fail to go out if the connection ends.
 		if err == nil && len(data) >= streamResponseMin {
@@ -264,6 +286,10 @@ func (c *Conn) writeQueued(bw *bufio.Writer, f outFrame) (last bool, err error) 
 	return last, err
 }
 
+// directTail is the size from which a frame's tail is written past bufio:
+// a small file's block is copied, and its frame batched with others.
+const directTail = 64 << 10
+
 // writeBatch is writeQueued's loop.
 func (c *Conn) writeBatch(bw *bufio.Writer, f outFrame) (last bool, err error) {
 	for {
@@ -271,7 +297,13 @@ func (c *Conn) writeBatch(bw *bufio.Writer, f outFrame) (last bool, err error) {
 		if f.pooled {
 			putBuf(f.data) // bufio copied it or wrote it through
 		}
-		if f.tail != nil {
+		switch {
+		case f.tail != nil && len(f.tail) < directTail:
+			if err == nil {
+				_, err = bw.Write(f.tail)
+			}
+			f.release()
+		case f.tail != nil:
 			// Straight from the model's buffer, past bufio, which would
 			// copy up to its size of it first.
 			if err == nil {
