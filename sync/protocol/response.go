@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -58,8 +60,29 @@ const responsePrefix = 17
 // Recycle gives back data that Conn.Request returned, or a buffer from
 // Buffer, once the caller no longer uses it (nor any slice of it), so a
 // later response can reuse the memory. Calling it is optional; a buffer
-// not from the pool is dropped.
-func Recycle(data []byte) { putBuf(data) }
+// not from the pool is dropped. Data lent with Lend goes back to its
+// owner instead.
+func Recycle(data []byte) {
+	if len(data) > 0 {
+		if give, ok := lent.LoadAndDelete(unsafe.SliceData(data)); ok {
+			give.(func())()
+			return
+		}
+	}
+	putBuf(data)
+}
+
+// lent maps the first byte of each slice lent with Lend to the function
+// that gives it back.
+var lent sync.Map
+
+// Lend marks data, which a model answers a request with and which belongs
+// to memory it manages itself (a part of a larger buffer), as lent: the
+// Recycle that follows its response calls give rather than pool it. data
+// must not be empty, and must be recycled exactly once.
+func Lend(data []byte, give func()) {
+	lent.Store(unsafe.SliceData(data), give)
+}
 
 // Buffer returns an empty buffer with capacity at least n from the pool
 // the connections use.

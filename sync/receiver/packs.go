@@ -272,9 +272,49 @@ func (r *Receiver) readChunk(ctx context.Context, f *folder, loc db.SealedChunk,
 	return blob.GetRange(ctx, r.store, packKey(f.fk, loc.Pack), loc.Offset, min(loc.Size, limit), fn)
 }
 
+// chunkData returns the body of the chunk loc places, up to limit bytes,
+// for protocol.Recycle to take back: a part of a pack the cache holds,
+// lent (protocol.Lend), or a pooled buffer.
+func (r *Receiver) chunkData(ctx context.Context, f *folder, loc db.SealedChunk, limit int64) ([]byte, error) {
+	read := r.readChunk
+	if loc.Pack != nil && r.packs != nil {
+		data, release, err := r.packs.borrow(ctx, r.store, packKey(f.fk, loc.Pack), loc.Offset, min(loc.Size, limit))
+		if err != nil {
+			return nil, err
+		}
+		if release != nil {
+			if len(data) == 0 {
+				release()
+				return nil, nil
+			}
+			protocol.Lend(data, release)
+			return data, nil
+		}
+		// By range, as the cache says: asking it again would count as a
+		// second read of the pack, and read it whole.
+		read = r.readRange
+	}
+	var data []byte
+	err := read(ctx, f, loc, limit, func(rd io.Reader) error {
+		// Sized from the chunk list: growing a buffer from nothing costs
+		// more than reading the chunk.
+		buf := bytes.NewBuffer(protocol.Buffer(int(min(loc.Size, limit)) + bytes.MinRead))
+		_, err := buf.ReadFrom(rd)
+		data = buf.Bytes()
+		return err
+	})
+	return data, err
+}
+
+// readRange is readChunk of a chunk in a pack, past the pack cache.
+func (r *Receiver) readRange(ctx context.Context, f *folder, loc db.SealedChunk, limit int64, fn func(io.Reader) error) error {
+	return blob.GetRange(ctx, r.store, packKey(f.fk, loc.Pack), loc.Offset, min(loc.Size, limit), fn)
+}
+
 // chunkBody returns the stored body of f's chunk id, up to limit+1
-// bytes, in a pooled buffer (protocol.Buffer). A chunk moved by a repack
-// while it was read is read again where it went.
+// bytes, for protocol.Recycle to take back: a part of a pack the cache
+// holds, lent (protocol.Lend), or a pooled buffer. A chunk moved by a
+// repack while it was read is read again where it went.
 func (r *Receiver) chunkBody(ctx context.Context, f *folder, id []byte, limit int64) ([]byte, error) {
 	for try := 0; ; try++ {
 		loc, err := r.db.SealedChunk(ctx, f.id, id)
@@ -286,15 +326,7 @@ func (r *Receiver) chunkBody(ctx context.Context, f *folder, id []byte, limit in
 		if err != nil {
 			return nil, err
 		}
-		var data []byte
-		err = r.readChunk(ctx, f, loc, limit+1, func(rd io.Reader) error {
-			// Sized from the chunk list: growing a buffer from nothing
-			// costs more than reading the chunk.
-			buf := bytes.NewBuffer(protocol.Buffer(int(min(loc.Size, limit)) + bytes.MinRead))
-			_, err := buf.ReadFrom(rd)
-			data = buf.Bytes()
-			return err
-		})
+		data, err := r.chunkData(ctx, f, loc, limit+1)
 		if errors.Is(err, blob.ErrNotExist) && loc.Pack != nil && try == 0 {
 			if now, lerr := r.db.SealedChunk(ctx, f.id, id); lerr == nil && !bytes.Equal(now.Pack, loc.Pack) {
 				continue

@@ -347,3 +347,56 @@ func TestPackCacheDropsServedPacks(t *testing.T) {
 		t.Fatalf("a chunk read again: %d whole reads, %d ranged more; want 0, 1", store.gets.Load()-gets, store.ranges.Load()-ranges)
 	}
 }
+
+// TestPackCacheLends: a chunk served from a pack read whole is a part of
+// the pack's buffer, not a copy, cut so that it cannot grow into the next
+// chunk; the buffer goes back for the next pack only once the last chunk
+// lent from it is returned, however often its release is called.
+func TestPackCacheLends(t *testing.T) {
+	ctx := context.Background()
+	store := &countingStore{Store: mem.New()}
+	var b pack.Builder
+	var entries []pack.Entry
+	for i := range 3 {
+		id := bytes.Repeat([]byte{byte(i + 1)}, pack.IDSize)
+		entries = append(entries, b.Add(id, bytes.Repeat([]byte{byte('a' + i)}, packBufSize/5)))
+	}
+	data := b.Finish()
+	if err := store.Put(ctx, "p/a", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	bufs := newPackBuffers()
+	c := newPackCache(bufs)
+	if _, err := readVia(c, store, "p/a", entries[0].Offset, entries[0].Length); err != nil { // by range
+		t.Fatal(err)
+	}
+	var releases []func()
+	for _, e := range entries[1:] {
+		got, release, err := c.borrow(ctx, store, "p/a", e.Offset, e.Length)
+		if err != nil || release == nil {
+			t.Fatalf("chunk at %d: lent %v, %v", e.Offset, release != nil, err)
+		}
+		if !bytes.Equal(got, data[e.Offset:e.Offset+e.Length]) || cap(got) != len(got) {
+			t.Fatalf("chunk at %d: %d bytes lent, capacity %d", e.Offset, len(got), cap(got))
+		}
+		releases = append(releases, release)
+	}
+	// Every chunk served: the pack left the cache, its buffer (a pack of
+	// over half its size keeps it) still lent.
+	if len(bufs.free) != 0 {
+		t.Fatal("the pack's buffer was free while chunks of it were lent")
+	}
+	releases[0]()
+	releases[0]()
+	if len(bufs.free) != 0 {
+		t.Fatal("a second release of one chunk freed the buffer another still holds")
+	}
+	releases[1]()
+	if len(bufs.free) != 1 {
+		t.Fatalf("%d buffers free once every chunk came back, want 1", len(bufs.free))
+	}
+	// Asked again, a chunk is read from the store: nothing lent.
+	if _, release, err := c.borrow(ctx, store, "p/a", entries[1].Offset, entries[1].Length); err != nil || release != nil {
+		t.Fatalf("a chunk served before: lent %v, %v", release != nil, err)
+	}
+}

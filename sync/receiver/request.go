@@ -91,7 +91,11 @@ func (r *Receiver) serveChunk(ctx context.Context, f *folder, req *protocol.Requ
 	if err != nil {
 		return nil, fmt.Errorf("reading chunk %x: %w", id, err)
 	}
-	return fitting(data, req)
+	if _, err := fitting(data, req); err != nil {
+		protocol.Recycle(data) // lent memory goes back to its pack
+		return nil, err
+	}
+	return data, nil
 }
 
 // putEnvelope stores env as f's envelope if previous names the one held
