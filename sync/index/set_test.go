@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"lockstep/chunk"
 	"lockstep/crypt"
@@ -403,5 +404,77 @@ func BenchmarkLocalSince(b *testing.B) {
 		if n := len(s.LocalSince(since)); n != 100 {
 			b.Fatalf("%d records", n)
 		}
+	}
+}
+
+// TestRemoteSharesLocal: a peer's record of a file in sync with ours
+// keeps one copy of the name, version and blocks, ours; what differs
+// stays the peer's own, and a later local change leaves it as it was.
+func TestRemoteSharesLocal(t *testing.T) {
+	ctx := context.Background()
+	_, s := openSet(t)
+	block := func(b byte) Block { return Block{Size: 1, Hash: chunk.HashOf([]byte{b})} }
+	mine := []Record{
+		{Name: "same", Type: File, Size: 1, Version: Vector{{20, 1}}, Blocks: []Block{block(1)}},
+		{Name: "newer", Type: File, Size: 1, Version: Vector{{20, 1}}, Blocks: []Block{block(2)}},
+	}
+	if _, err := s.UpdateLocal(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	// The peer's records as decoded from the wire: copies of their own.
+	theirs := []Record{
+		{Name: strings.Clone("same"), Type: File, Size: 1, Version: Vector{{20, 1}}, Blocks: []Block{block(1)}, Sequence: 4},
+		{Name: strings.Clone("newer"), Type: File, Size: 1, Version: Vector{{20, 1}, {30, 1}}, Blocks: []Block{block(3)}, Sequence: 5},
+	}
+	if err := s.UpdateRemote(ctx, devA, theirs); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.RLock()
+	same, l := s.remote[devA]["same"], s.local["same"]
+	newer, ln := s.remote[devA]["newer"], s.local["newer"]
+	s.mu.RUnlock()
+	if unsafe.StringData(same.Name) != unsafe.StringData(l.Name) || &same.Version[0] != &l.Version[0] || &same.Blocks[0] != &l.Blocks[0] {
+		t.Error("a peer's record equal to ours keeps copies of its own")
+	}
+	if same.Sequence != 4 {
+		t.Errorf("shared record's sequence %d, want the peer's 4", same.Sequence)
+	}
+	if &newer.Version[0] == &ln.Version[0] || &newer.Blocks[0] == &ln.Blocks[0] || newer.Blocks[0] != block(3) || len(newer.Version) != 2 {
+		t.Errorf("a newer record took what differs from ours: %+v", newer)
+	}
+	// Our next version of "same" leaves the peer's record alone.
+	next := *l
+	next.Version = l.Version.Update(crypt.ShortID(20), 2)
+	next.Blocks = []Block{block(9)}
+	if _, err := s.UpdateLocal(ctx, []Record{next}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Remote(devA, "same"); r.Version.Compare(Vector{{20, 1}}) != Equal || r.Blocks[0] != block(1) {
+		t.Errorf("the peer's record changed with ours: %+v", r)
+	}
+}
+
+// TestLoadSharesLocal: records loaded from the database share what equals
+// between a peer's record and ours, as records taken in do.
+func TestLoadSharesLocal(t *testing.T) {
+	ctx := context.Background()
+	d, s := openSet(t)
+	r := Record{Name: "x", Type: File, Size: 1, Version: Vector{{20, 1}}, Blocks: []Block{{Size: 1, Hash: chunk.HashOf([]byte{1})}}}
+	if _, err := s.UpdateLocal(ctx, []Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	r.Sequence = 7
+	if err := s.UpdateRemote(ctx, devA, []Record{r}); err != nil {
+		t.Fatal(err)
+	}
+	re, err := Load(ctx, d, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re.mu.RLock()
+	defer re.mu.RUnlock()
+	theirs, mine := re.remote[devA]["x"], re.local["x"]
+	if unsafe.StringData(theirs.Name) != unsafe.StringData(mine.Name) || &theirs.Version[0] != &mine.Version[0] || &theirs.Blocks[0] != &mine.Blocks[0] || theirs.Sequence != 7 {
+		t.Errorf("loaded: the peer's record %+v keeps copies of its own", theirs)
 	}
 }
