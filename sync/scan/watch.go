@@ -292,6 +292,11 @@ func (q *eventQueue) pump(fw *fsnotify.Watcher) {
 				evs = nil
 				continue
 			}
+			// Most events of a pull are of its temp files (created,
+			// written, chmodded, renamed away): dropped here, unqueued.
+			if fsys.IsTemp(filepath.Base(ev.Name)) {
+				continue
+			}
 			q.push(&ev, nil)
 		case err, ok := <-errs:
 			if !ok {
