@@ -21,11 +21,13 @@ func benchRecords(n int) []FileRecord {
 }
 
 // BenchmarkPutFiles10k inserts 10,000 new file records in one transaction
-// per iteration, into a fresh folder each time.
+// per iteration, into a fresh folder each time, with a context that can
+// end, as a node's are.
 func BenchmarkPutFiles10k(b *testing.B) {
 	const n = 10_000
 	db, _ := openTest(b)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	recs := benchRecords(n)
 	b.ResetTimer()
 	for i := range b.N {

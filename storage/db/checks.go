@@ -18,7 +18,7 @@ type CheckSchedule struct {
 // SetCheckSchedule sets the folder's schedule, or removes it when Every
 // is 0. An unknown folder is ErrNotFound.
 func (db *DB) SetCheckSchedule(ctx context.Context, s CheckSchedule) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, "SELECT 1 FROM folders WHERE id = ?", s.Folder).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
@@ -72,7 +72,7 @@ type CheckResult struct {
 // PutCheckResult records the folder's latest check; LastClean is kept
 // from the one before unless this one is clean (then it is Finished).
 func (db *DB) PutCheckResult(ctx context.Context, r CheckResult) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		lastClean := int64(0)
 		if r.Clean {
 			lastClean = nanos(r.Finished)

@@ -13,7 +13,7 @@ import (
 
 // SetDevicePaused pauses or resumes the device; ErrNotFound if unknown.
 func (db *DB) SetDevicePaused(ctx context.Context, id string, paused bool) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "UPDATE devices SET paused = ? WHERE id = ?", boolInt(paused), id))
 	})
 	if err != nil {
@@ -25,7 +25,7 @@ func (db *DB) SetDevicePaused(ctx context.Context, id string, paused bool) error
 // RenameDevice sets the name this node knows the device by; ErrNotFound
 // if unknown.
 func (db *DB) RenameDevice(ctx context.Context, id, name string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "UPDATE devices SET name = ? WHERE id = ?", name, id))
 	})
 	if err != nil {
@@ -36,7 +36,7 @@ func (db *DB) RenameDevice(ctx context.Context, id, name string) error {
 
 // SetFolderPaused pauses or resumes the folder; ErrNotFound if unknown.
 func (db *DB) SetFolderPaused(ctx context.Context, id string, paused bool) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "UPDATE folders SET paused = ? WHERE id = ?", boolInt(paused), id))
 	})
 	if err != nil {
@@ -50,7 +50,7 @@ func (db *DB) SetFolderPaused(ctx context.Context, id string, paused bool) error
 // others and a synced one plaintext, so neither becomes the other
 // (ErrConstraint); an unknown folder is ErrNotFound.
 func (db *DB) SetFolderType(ctx context.Context, id string, t FolderType) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if t == Encrypted || !t.Valid() {
 			return fmt.Errorf("%w: type %q is not sendreceive, sendonly or receiveonly", ErrConstraint, t)
 		}

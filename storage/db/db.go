@@ -182,7 +182,7 @@ func (db *DB) Close() error {
 // update runs fn in one write transaction and commits it if fn returns nil.
 // Writers are serialised; waiting for the turn honours ctx. Constraint
 // violations reported by SQLite are wrapped in ErrConstraint.
-func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	select {
 	case db.write <- struct{}{}:
 	case <-ctx.Done():
@@ -194,7 +194,12 @@ func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	// fn's statements get a context that does not end: given one that
+	// can, the driver runs each statement in a goroutine of its own
+	// (100,000 of them to store a large pull's records). The transaction
+	// keeps ctx: when it ends, it is rolled back, and fn's next statement
+	// fails.
+	if err := fn(context.WithoutCancel(ctx), tx); err != nil {
 		tx.Rollback()
 		return constraintError(err)
 	}

@@ -228,7 +228,7 @@ func TestReadersRunDuringWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	const readers = 8
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, added_at) VALUES ('NEW', 1)`); err != nil {
 			return err
 		}
@@ -300,7 +300,7 @@ func TestUpdateRollsBackOnError(t *testing.T) {
 	db, _ := openTest(t)
 	ctx := context.Background()
 	boom := errors.New("boom")
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES ('a', 'b')`); err != nil {
 			return err
 		}
@@ -321,7 +321,7 @@ func TestUpdateWaitHonoursContext(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- db.update(ctx, func(*sql.Tx) error {
+		done <- db.update(ctx, func(context.Context, *sql.Tx) error {
 			close(inside)
 			<-release
 			return nil
@@ -351,7 +351,7 @@ func TestConstraintFromSQLite(t *testing.T) {
 		`INSERT INTO devices (id, untrusted, added_at) VALUES ('d', 2, 1)`,
 		`INSERT INTO devices (id, added_at) VALUES ('d', 'not a number')`,
 	} {
-		err := db.update(ctx, func(tx *sql.Tx) error {
+		err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, stmt)
 			return err
 		})
@@ -370,5 +370,29 @@ func TestNanos(t *testing.T) {
 		if !tm.IsZero() && got.Location() != time.UTC {
 			t.Errorf("fromNanos(%v) is in %v, want UTC", tm, got.Location())
 		}
+	}
+}
+
+// TestUpdateCanceledRollsBack: statements inside a transaction run without
+// the caller's cancellation (the driver would start a goroutine for each),
+// but the transaction keeps it: cancelled midway, nothing is committed.
+func TestUpdateCanceledRollsBack(t *testing.T) {
+	db, _ := openTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := db.update(ctx, func(inner context.Context, tx *sql.Tx) error {
+		if inner.Done() != nil {
+			t.Error("statements got a context that can end")
+		}
+		if _, err := tx.ExecContext(inner, `INSERT INTO settings (key, value) VALUES ('a', 'b')`); err != nil {
+			return err
+		}
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
+		t.Fatalf("update cancelled midway: %v, want it cancelled", err)
+	}
+	if _, err := db.Setting(context.Background(), "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("setting of a cancelled update: %v, want ErrNotFound", err)
 	}
 }

@@ -91,7 +91,7 @@ func (db *DB) PutDevice(ctx context.Context, d Device) error {
 	if added == 0 {
 		added = nanos(time.Now())
 	}
-	err = db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var untrusted, was bool
 		err := tx.QueryRowContext(ctx, "SELECT untrusted FROM devices WHERE id = ?", d.ID).Scan(&untrusted)
 		switch {
@@ -135,7 +135,7 @@ func (db *DB) PutDevice(ctx context.Context, d Device) error {
 // ErrWasUntrusted; setting the trust it has already changes nothing. An
 // unknown device is ErrNotFound.
 func (db *DB) SetDeviceTrust(ctx context.Context, id string, untrusted, confirmed bool) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var cur, was bool
 		err := tx.QueryRowContext(ctx, `SELECT untrusted, EXISTS (SELECT 1 FROM untrusted_history WHERE device_id = devices.id)
 			FROM devices WHERE id = ?`, id).Scan(&cur, &was)
@@ -220,7 +220,7 @@ func (db *DB) Devices(ctx context.Context) ([]Device, error) {
 // RemoveDevice deletes the device, its folder shares and the folders it
 // offered, or returns ErrNotFound. That it was ever untrusted stays known.
 func (db *DB) RemoveDevice(ctx context.Context, id string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "DELETE FROM devices WHERE id = ?", id))
 	})
 	if err != nil {
@@ -233,7 +233,7 @@ func (db *DB) RemoveDevice(ctx context.Context, id string) error {
 // backwards, so racing callers cannot undo each other. It returns
 // ErrNotFound for an unknown device.
 func (db *DB) TouchDevice(ctx context.Context, id string, t time.Time) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx,
 			"UPDATE devices SET last_seen = max(last_seen, ?) WHERE id = ?", nanos(t), id))
 	})
@@ -260,7 +260,7 @@ func (db *DB) AddPendingDevice(ctx context.Context, p PendingDevice) error {
 	if last.IsZero() {
 		last = now
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO pending_devices (id, name, address, first_seen, last_seen)
 			VALUES (?, ?, ?, ?, ?)
@@ -310,7 +310,7 @@ func (db *DB) PendingDevices(ctx context.Context) ([]PendingDevice, error) {
 
 // RemovePendingDevice forgets a pending device, or returns ErrNotFound.
 func (db *DB) RemovePendingDevice(ctx context.Context, id string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "DELETE FROM pending_devices WHERE id = ?", id))
 	})
 	if err != nil {

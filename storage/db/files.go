@@ -89,7 +89,7 @@ func (db *DB) PutFiles(ctx context.Context, folderID, deviceID string, recs []Fi
 			return fmt.Errorf("putting files in folder %q: record %q: %w: %w", folderID, recs[i].Name, ErrConstraint, err)
 		}
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := exists(ctx, tx, "folders", folderID); err != nil {
 			return fmt.Errorf("%w: unknown folder", ErrConstraint)
 		}
@@ -260,7 +260,7 @@ func (db *DB) FileDevices(ctx context.Context, folderID string) ([]string, error
 // DeleteFiles drops all of deviceID's records in the folder: a peer whose
 // index must be fetched again from scratch.
 func (db *DB) DeleteFiles(ctx context.Context, folderID, deviceID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "DELETE FROM files WHERE folder_id = ? AND device_id = ?", folderID, deviceID)
 		return err
 	})

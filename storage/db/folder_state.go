@@ -33,7 +33,7 @@ func (db *DB) FolderKey(ctx context.Context, folderID string) ([FolderKeySize]by
 
 // SetFolderKey stores the key of the folder, replacing any it had.
 func (db *DB) SetFolderKey(ctx context.Context, folderID string, key [FolderKeySize]byte) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO folder_keys (folder_id, key) VALUES (?, ?)
 			ON CONFLICT (folder_id) DO UPDATE SET key = excluded.key`, folderID, key[:])
 		return err
@@ -80,7 +80,7 @@ func (db *DB) SetFolderKeyRing(ctx context.Context, folderID string, ring [][Fol
 	if len(ring) == 0 || len(ring) > 255 {
 		return fmt.Errorf("setting key ring of folder %q: %d keys", folderID, len(ring))
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO folder_keys (folder_id, key) VALUES (?, ?)
 			ON CONFLICT (folder_id) DO UPDATE SET key = excluded.key`, folderID, ring[0][:]); err != nil {
 			return err
@@ -118,7 +118,7 @@ func (db *DB) IndexID(ctx context.Context, folderID string) (uint64, error) {
 // SetIndexID stores the ID of this device's index of the folder,
 // replacing any it had. An ID of 0 fails with ErrConstraint.
 func (db *DB) SetIndexID(ctx context.Context, folderID string, id uint64) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO folder_index_ids (folder_id, index_id) VALUES (?, ?)
 			ON CONFLICT (folder_id) DO UPDATE SET index_id = excluded.index_id`, folderID, int64(id))
 		return err
@@ -152,7 +152,7 @@ var ErrPolynomialFixed = errors.New("the folder's chunking polynomial is fixed")
 // ErrPolynomialFixed when the folder has another polynomial that is fixed,
 // and with ErrConstraint for pol 0.
 func (db *DB) SetPolynomial(ctx context.Context, folderID string, pol uint64) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO folder_polynomials (folder_id, polynomial) VALUES (?, ?)
 			ON CONFLICT (folder_id) DO UPDATE SET polynomial = excluded.polynomial
 			WHERE NOT fixed OR polynomial = excluded.polynomial`, folderID, int64(pol))
@@ -172,7 +172,7 @@ func (db *DB) SetPolynomial(ctx context.Context, folderID string, pol uint64) er
 // FixPolynomial marks the folder's polynomial fixed for good, or returns
 // ErrNotFound when the folder has none. Fixing it again is not an error.
 func (db *DB) FixPolynomial(ctx context.Context, folderID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "UPDATE folder_polynomials SET fixed = 1 WHERE folder_id = ?", folderID))
 	})
 	if err != nil {
@@ -206,7 +206,7 @@ func (db *DB) VersioningPolicy(ctx context.Context, folderID string) (Versioning
 // SetVersioningPolicy stores the folder's versioning policy, replacing any
 // it had. A negative Keep or Days fails with ErrConstraint.
 func (db *DB) SetVersioningPolicy(ctx context.Context, folderID string, p VersioningPolicy) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO folder_versioning (folder_id, type, keep, days) VALUES (?, ?, ?, ?)
 			ON CONFLICT (folder_id) DO UPDATE SET type = excluded.type, keep = excluded.keep, days = excluded.days`,
 			folderID, p.Type, p.Keep, p.Days)

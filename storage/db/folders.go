@@ -55,7 +55,7 @@ func (db *DB) PutFolder(ctx context.Context, f Folder) error {
 	if created == 0 {
 		created = nanos(time.Now())
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO folders (id, label, path, type, created_at, paused, error)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -130,7 +130,7 @@ func (db *DB) Folders(ctx context.Context) ([]Folder, error) {
 // returns ErrNotFound. Pending offers of the same folder ID stay: the
 // device still offers it.
 func (db *DB) RemoveFolder(ctx context.Context, id string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "DELETE FROM folders WHERE id = ?", id))
 	})
 	if err != nil {
@@ -142,7 +142,7 @@ func (db *DB) RemoveFolder(ctx context.Context, id string) error {
 // ShareFolder shares the folder with the device. Sharing twice is not an
 // error. An unknown folder or device fails with ErrConstraint.
 func (db *DB) ShareFolder(ctx context.Context, folderID, deviceID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := exists(ctx, tx, "folders", folderID); err != nil {
 			return fmt.Errorf("%w: unknown folder", ErrConstraint)
 		}
@@ -173,7 +173,7 @@ func exists(ctx context.Context, tx *sql.Tx, table, id string) error {
 // UnshareFolder stops sharing the folder with the device, or returns
 // ErrNotFound if it was not shared with it.
 func (db *DB) UnshareFolder(ctx context.Context, folderID, deviceID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx,
 			"DELETE FROM folder_shares WHERE folder_id = ? AND device_id = ?", folderID, deviceID))
 	})

@@ -87,7 +87,7 @@ func (db *DB) migrate(ctx context.Context, migs []migration) error {
 		return fmt.Errorf("%w: the database is at schema version %d, this lockstep knows up to %d; run a newer lockstep", ErrSchemaTooNew, cur, len(migs))
 	}
 	for _, m := range migs[cur:] {
-		err := db.update(ctx, func(tx *sql.Tx) error {
+		err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}

@@ -32,7 +32,7 @@ func (db *DB) PeerIndexID(ctx context.Context, folderID, deviceID string) (uint6
 // SetPeerIndexID stores the index ID the device announced for the folder,
 // replacing the one before. An ID of 0 fails with ErrConstraint.
 func (db *DB) SetPeerIndexID(ctx context.Context, folderID, deviceID string, id uint64) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO peer_index_ids (folder_id, device_id, index_id) VALUES (?, ?, ?)
 			ON CONFLICT (folder_id, device_id) DO UPDATE SET index_id = excluded.index_id`,
 			folderID, deviceID, int64(id))
@@ -63,7 +63,7 @@ func (db *DB) PendingEnvelope(ctx context.Context, folderID, deviceID string) ([
 // folder, replacing any envelope waiting. An empty env fails with
 // ErrConstraint.
 func (db *DB) SetPendingEnvelope(ctx context.Context, folderID, deviceID string, env []byte) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO pending_envelopes (folder_id, device_id, envelope) VALUES (?, ?, ?)
 			ON CONFLICT (folder_id, device_id) DO UPDATE SET envelope = excluded.envelope`,
 			folderID, deviceID, env)
@@ -78,7 +78,7 @@ func (db *DB) SetPendingEnvelope(ctx context.Context, folderID, deviceID string,
 // DeletePendingEnvelope drops the envelope waiting for the receiver, or
 // returns ErrNotFound when none is.
 func (db *DB) DeletePendingEnvelope(ctx context.Context, folderID, deviceID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "DELETE FROM pending_envelopes WHERE folder_id = ? AND device_id = ?",
 			folderID, deviceID))
 	})

@@ -37,7 +37,7 @@ func (db *DB) AddPendingFolder(ctx context.Context, p PendingFolder) error {
 	if first.IsZero() {
 		first = time.Now()
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := exists(ctx, tx, "devices", p.DeviceID); err != nil {
 			return fmt.Errorf("%w: unknown device", ErrConstraint)
 		}
@@ -91,7 +91,7 @@ func (db *DB) PendingFolders(ctx context.Context) ([]PendingFolder, error) {
 // RemovePendingFolder forgets the device's offer of the folder, or returns
 // ErrNotFound.
 func (db *DB) RemovePendingFolder(ctx context.Context, deviceID, folderID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx,
 			"DELETE FROM pending_folders WHERE device_id = ? AND folder_id = ?", deviceID, folderID))
 	})

@@ -128,7 +128,7 @@ func (db *DB) InitReceiverLog(ctx context.Context, folderID string, id uint64) (
 		return 0, fmt.Errorf("creating log of folder %q: %w: log ID 0", folderID, ErrConstraint)
 	}
 	var got int64
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO receiver_logs (folder_id, log_id)
 			VALUES (?, ?) ON CONFLICT DO NOTHING`, folderID, int64(id)); err != nil {
 			return err
@@ -271,7 +271,7 @@ func (db *DB) AppendSealed(ctx context.Context, folderID string, recs []SealedRe
 			return fmt.Errorf("appending to folder %q: %w: record %d: %v", folderID, ErrConstraint, i, err)
 		}
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, c := range chunks {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO receiver_chunks (folder_id, id, size, stored_at, pack, pack_offset)
 				VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, folderID, c.ID, c.Size, nanos(c.StoredAt),
@@ -459,7 +459,7 @@ func (db *DB) PutReceiverEnvelope(ctx context.Context, folderID string, env []by
 	if len(env) == 0 || gen <= 0 {
 		return fmt.Errorf("putting envelope of folder %q: %w: %d bytes, generation %d", folderID, ErrConstraint, len(env), gen)
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO receiver_envelopes (folder_id, envelope, generation)
 			VALUES (?, ?, ?)
 			ON CONFLICT (folder_id) DO UPDATE SET envelope = excluded.envelope, generation = excluded.generation

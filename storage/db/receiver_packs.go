@@ -100,7 +100,7 @@ func (db *DB) MoveSealedChunks(ctx context.Context, folderID string, moves []Sea
 			return fmt.Errorf("moving chunks of folder %q: %w: chunk %d: %v", folderID, ErrConstraint, i, err)
 		}
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `UPDATE receiver_chunks SET pack = ?, pack_offset = ?
 			WHERE folder_id = ? AND id = ? AND size = ?`)
 		if err != nil {

@@ -58,7 +58,7 @@ func (db *DB) SetReceiverRetention(ctx context.Context, folderID string, p Recei
 			return fmt.Errorf("setting retention of folder %q: %w: negative number %d", folderID, ErrConstraint, n)
 		}
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receiver_retention (folder_id, keep_last,
 			keep_hourly, keep_daily, keep_weekly, keep_monthly, keep_yearly, keep_deleted_days)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, folderID, p.KeepLast, p.KeepHourly, p.KeepDaily,
@@ -113,7 +113,7 @@ func (db *DB) RaiseReceiverHighWater(ctx context.Context, folderID string, hw Re
 	if err := hw.check(); err != nil {
 		return fmt.Errorf("raising high-water marks of folder %q: %w: %v", folderID, ErrConstraint, err)
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error { return raiseHighWater(ctx, tx, folderID, hw) })
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error { return raiseHighWater(ctx, tx, folderID, hw) })
 	if err != nil {
 		return fmt.Errorf("raising high-water marks of folder %q: %w", folderID, err)
 	}
@@ -206,7 +206,7 @@ func (db *DB) PruneSealed(ctx context.Context, folderID string, seqs []int64, hw
 	if err := hw.check(); err != nil {
 		return fmt.Errorf("pruning folder %q: %w: %v", folderID, ErrConstraint, err)
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := raiseHighWater(ctx, tx, folderID, hw); err != nil {
 			return err
 		}
@@ -243,7 +243,7 @@ func (db *DB) PruneSealed(ctx context.Context, folderID string, seqs []int64, hw
 // ignored) in one transaction. The caller makes sure no record references
 // them: the database does not check it.
 func (db *DB) DeleteSealedChunks(ctx context.Context, folderID string, ids [][]byte) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, "DELETE FROM receiver_chunks WHERE folder_id = ? AND id = ?")
 		if err != nil {
 			return err

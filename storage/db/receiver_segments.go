@@ -25,7 +25,7 @@ func (db *DB) ReceiverSegment(ctx context.Context, folderID string) (string, err
 // and returns the one it has. A segment another folder uses is
 // ErrConstraint.
 func (db *DB) InitReceiverSegment(ctx context.Context, folderID, segment string) (string, error) {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO receiver_segments (folder_id, segment) VALUES (?, ?) ON CONFLICT (folder_id) DO NOTHING", folderID, segment)
 		return err
 	})

@@ -43,7 +43,7 @@ func (db *DB) ReceiverView(ctx context.Context, folderID, deviceID string) (Rece
 // log of the folder, as given: it may lower it. A negative cursor fails
 // with ErrConstraint.
 func (db *DB) SetReceiverCursor(ctx context.Context, folderID, deviceID string, cursor int64) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO receiver_views (folder_id, device_id, cursor) VALUES (?, ?, ?)
 			ON CONFLICT (folder_id, device_id) DO UPDATE SET cursor = excluded.cursor`,
 			folderID, deviceID, cursor)
@@ -60,7 +60,7 @@ func (db *DB) SetReceiverCursor(ctx context.Context, folderID, deviceID string, 
 // the log sequence it served it at, as given. A negative number fails
 // with ErrConstraint.
 func (db *DB) SetReceiverHeld(ctx context.Context, folderID, deviceID string, held, at int64) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO receiver_views (folder_id, device_id, held, held_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (folder_id, device_id) DO UPDATE SET held = excluded.held, held_at = excluded.held_at`,
 			folderID, deviceID, held, at)
@@ -112,7 +112,7 @@ func (db *DB) ReceiverOrigins(ctx context.Context, folderID, deviceID string) (m
 // origin ID, or a number above math.MaxInt64, fails with ErrConstraint
 // and changes nothing.
 func (db *DB) RaiseReceiverOrigins(ctx context.Context, folderID, deviceID string, marks map[string]OriginMark) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for o, m := range marks {
 			// Past math.MaxInt64 the bit pattern is negative, which the
 			// schema refuses.
@@ -138,7 +138,7 @@ func (db *DB) RaiseReceiverOrigins(ctx context.Context, folderID, deviceID strin
 // over. The index ID the receiver announced stays (see SetPeerIndexID).
 // Forgetting a view that does not exist is not an error.
 func (db *DB) ForgetReceiverView(ctx context.Context, folderID, deviceID string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, table := range []string{"receiver_views", "receiver_view_origins"} {
 			// table is one of the constants above, never input.
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE folder_id = ? AND device_id = ?", folderID, deviceID); err != nil {

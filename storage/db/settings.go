@@ -26,7 +26,7 @@ func (db *DB) SetSetting(ctx context.Context, key, value string) error {
 	if key == "" {
 		return fmt.Errorf("setting a setting: %w: empty key", ErrConstraint)
 	}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 		return err
@@ -39,7 +39,7 @@ func (db *DB) SetSetting(ctx context.Context, key, value string) error {
 
 // DeleteSetting removes key, or returns ErrNotFound if it is not set.
 func (db *DB) DeleteSetting(ctx context.Context, key string) error {
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return mustAffect(tx.ExecContext(ctx, "DELETE FROM settings WHERE key = ?", key))
 	})
 	if err != nil {
