@@ -40,6 +40,26 @@ func BenchmarkPutFiles10k(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
+// BenchmarkPutPeerFiles10k is BenchmarkPutFiles10k for a peer's records,
+// which the sequence index leaves out.
+func BenchmarkPutPeerFiles10k(b *testing.B) {
+	const n = 10_000
+	db, _ := openTest(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	recs := benchRecords(n)
+	peer := "7777777-7777777-7777777-7777777-7777777-7777777-7777777-7777777"
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		folder := fmt.Sprintf("f%d", i)
+		must(b, db.PutFolder(ctx, Folder{ID: folder, Path: "/f", Type: SendReceive}))
+		b.StartTimer()
+		must(b, db.PutFiles(ctx, folder, peer, recs))
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
 // BenchmarkFilesSince10k reads back 10,000 file records by sequence.
 func BenchmarkFilesSince10k(b *testing.B) {
 	const n = 10_000

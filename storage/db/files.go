@@ -172,11 +172,15 @@ func (db *DB) File(ctx context.Context, folderID, deviceID, name string) (FileRe
 	return r, nil
 }
 
-// filePage is how many records FilesSince reads per statement.
+// filePage is how many records FilesSince and Files read per statement.
 const filePage = 1000
 
 // FilesSince calls fn for each of deviceID's records in the folder whose
-// Sequence is greater than after, in ascending Sequence order (equal sequences in a stable order). An unknown folder simply has no records.
+// Sequence is greater than after, in ascending Sequence order (equal
+// sequences in a stable order). An unknown folder simply has no records.
+// Only this node's records (LocalDevice) are indexed by sequence; a
+// peer's are sorted for each page, which is slow for many (Files reads
+// them in name order).
 //
 // Records are read in pages, each a consistent snapshot, and no statement
 // is open while fn runs, so fn may use db, writes included. A record
@@ -184,9 +188,13 @@ const filePage = 1000
 // the iteration, and is not seen twice otherwise. If fn returns an error,
 // the iteration stops and FilesSince returns that error unwrapped.
 func (db *DB) FilesSince(ctx context.Context, folderID, deviceID string, after int64, fn func(FileRecord) error) error {
+	query, args := localPageQuery, []any{folderID}
+	if deviceID != LocalDevice {
+		query, args = peerPageQuery, []any{folderID, deviceID}
+	}
 	seq, rowid := after, int64(math.MaxInt64)
 	for {
-		page, lastRowid, err := db.filePage(ctx, folderID, deviceID, seq, rowid)
+		page, lastRowid, err := db.filePage(ctx, query, append(args, seq, rowid, filePage)...)
 		if err != nil {
 			return fmt.Errorf("listing files of device %q in folder %q: %w", deviceID, folderID, err)
 		}
@@ -202,17 +210,25 @@ func (db *DB) FilesSince(ctx context.Context, folderID, deviceID string, after i
 	}
 }
 
-// filePageQuery selects a page of FilesSince.
-const filePageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
-	" WHERE folder_id = ? AND device_id = ? AND (sequence, rowid) > (?, ?)" +
-	" ORDER BY sequence, rowid LIMIT ?"
+// localPageQuery and peerPageQuery select a page of FilesSince: records
+// ordered by (sequence, rowid) that come after (seq, rowid). The partial
+// index files_sequence holds exactly the order of this node's records (an
+// index ends with the rowid), so each page is a range scan, not a sort.
+// It names device '' itself: the planner takes a partial index only for a
+// query whose terms imply its own.
+const (
+	localPageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
+		" WHERE folder_id = ? AND device_id = '' AND (sequence, rowid) > (?, ?)" +
+		" ORDER BY sequence, rowid LIMIT ?"
+	peerPageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
+		" WHERE folder_id = ? AND device_id = ? AND (sequence, rowid) > (?, ?)" +
+		" ORDER BY sequence, rowid LIMIT ?"
+)
 
-// filePage reads up to filePage records ordered by (sequence, rowid) that
-// come after (seq, rowid), and returns the rowid of the last one. The
-// files_sequence index holds exactly that order (an index ends with the
-// rowid), so each page is a range scan, not a sort.
-func (db *DB) filePage(ctx context.Context, folderID, deviceID string, seq, rowid int64) ([]FileRecord, int64, error) {
-	rows, err := db.sql.QueryContext(ctx, filePageQuery, folderID, deviceID, seq, rowid, filePage)
+// filePage runs query, one of FilesSince's, and returns the records and
+// the rowid of the last one.
+func (db *DB) filePage(ctx context.Context, query string, args ...any) ([]FileRecord, int64, error) {
+	rows, err := db.sql.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -229,6 +245,45 @@ func (db *DB) filePage(ctx context.Context, folderID, deviceID string, seq, rowi
 		page = append(page, r)
 	}
 	return page, last, rows.Err()
+}
+
+// Files calls fn for each of deviceID's records in the folder, in name
+// order, read in pages along the primary key, as FilesSince reads them.
+// If fn returns an error, the iteration stops and Files returns it
+// unwrapped.
+func (db *DB) Files(ctx context.Context, folderID, deviceID string, fn func(FileRecord) error) error {
+	after := ""
+	for {
+		var page []FileRecord
+		rows, err := db.sql.QueryContext(ctx, "SELECT "+fileColumns+" FROM files"+
+			" WHERE folder_id = ? AND device_id = ? AND name > ? ORDER BY name LIMIT ?",
+			folderID, deviceID, after, filePage)
+		if err == nil {
+			for rows.Next() {
+				var r FileRecord
+				if r, err = scanFile(rows); err != nil {
+					break
+				}
+				page = append(page, r)
+			}
+			if err == nil {
+				err = rows.Err()
+			}
+			rows.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("listing files of device %q in folder %q: %w", deviceID, folderID, err)
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < filePage {
+			return nil
+		}
+		after = page[len(page)-1].Name
+	}
 }
 
 // MaxSequence returns the highest Sequence among deviceID's records in the

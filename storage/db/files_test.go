@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,7 +261,7 @@ func TestFilesSinceStopsOnError(t *testing.T) {
 
 func TestFilesSinceUsesIndex(t *testing.T) {
 	db := fileDB(t, 1)
-	rows, err := db.sql.Query("EXPLAIN QUERY PLAN "+filePageQuery, "f", "", 0, 0, filePage)
+	rows, err := db.sql.Query("EXPLAIN QUERY PLAN "+localPageQuery, "f", 0, 0, filePage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,5 +358,41 @@ func TestFileDetailsAndDeviceLists(t *testing.T) {
 	}
 	if _, err := db.File(ctx, "f", LocalDevice, "a"); err != nil {
 		t.Fatalf("DeleteFiles touched another device: %v", err)
+	}
+}
+
+// TestPeerFiles: a peer's records, which the sequence index leaves out,
+// come back whole from Files in name order and from FilesSince in
+// sequence order, across pages, and apart from this node's.
+func TestPeerFiles(t *testing.T) {
+	db := fileDB(t, 0)
+	ctx := context.Background()
+	n := filePage + 7
+	var recs []FileRecord
+	for i := range n {
+		recs = append(recs, FileRecord{Name: fmt.Sprintf("p%05d", i), Type: TypeFile, ModTime: at(i), Sequence: int64(n - i)})
+	}
+	must(t, db.PutFiles(ctx, "f", "PEER", recs))
+	must(t, db.PutFiles(ctx, "f", LocalDevice, recs[:3]))
+	var names []string
+	must(t, db.Files(ctx, "f", "PEER", func(r FileRecord) error {
+		names = append(names, r.Name)
+		return nil
+	}))
+	if len(names) != n || !slices.IsSorted(names) {
+		t.Fatalf("Files: %d names, sorted %v; want %d in order", len(names), slices.IsSorted(names), n)
+	}
+	var seqs []int64
+	must(t, db.FilesSince(ctx, "f", "PEER", 5, func(r FileRecord) error {
+		seqs = append(seqs, r.Sequence)
+		return nil
+	}))
+	if len(seqs) != n-5 || seqs[0] != 6 || !slices.IsSorted(seqs) {
+		t.Fatalf("FilesSince of a peer after 5: %d records from %v; want %d from 6, in order", len(seqs), seqs[:1], n-5)
+	}
+	var local int
+	must(t, db.Files(ctx, "f", LocalDevice, func(FileRecord) error { local++; return nil }))
+	if local != 3 {
+		t.Fatalf("Files of this node: %d records, want 3", local)
 	}
 }

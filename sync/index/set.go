@@ -19,7 +19,7 @@ import (
 // Store persists records; *db.DB is one.
 type Store interface {
 	PutFiles(ctx context.Context, folderID, deviceID string, recs []db.FileRecord) error
-	FilesSince(ctx context.Context, folderID, deviceID string, after int64, fn func(db.FileRecord) error) error
+	Files(ctx context.Context, folderID, deviceID string, fn func(db.FileRecord) error) error
 	FileDevices(ctx context.Context, folderID string) ([]string, error)
 	DeleteFiles(ctx context.Context, folderID, deviceID string) error
 }
@@ -82,7 +82,7 @@ func Load(ctx context.Context, store Store, folder string) (*Set, error) {
 			s.remote[id] = m
 			s.devs = append(s.devs, id)
 		}
-		err := store.FilesSince(ctx, folder, d, -1, func(f db.FileRecord) error {
+		err := store.Files(ctx, folder, d, func(f db.FileRecord) error {
 			r, err := fromDB(f)
 			if err != nil {
 				return fmt.Errorf("record %q of device %q: %w", f.Name, d, err)
