@@ -40,8 +40,8 @@ type Block struct {
 // version. Names are folder-relative, NFC, "/"-separated.
 //
 // The fields holding pointers come first and the small ones last: a node
-// keeps two records a file, and so ordered a record takes 144 bytes, not
-// 160, and the collector scans only its first 80.
+// keeps two records a file, and so ordered a record takes 136 bytes (144
+// allocated, not 160), and the collector scans only its first 80.
 type Record struct {
 	Name    string
 	Version Vector

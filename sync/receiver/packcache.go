@@ -51,6 +51,10 @@ type packCache struct {
 	touched []touch                // packs read by range, the latest last
 	lru     []*cachedPack          // loaded packs, least recently used first
 	bytes   int64                  // held by the packs in lru (their buffers' capacity)
+	// held is the capacity of the buffers of packs dropped from the cache
+	// that readers still hold, chunks lent for answers not yet sent: a
+	// peer that stops reading must not keep a pack per answer queued.
+	held int64
 }
 
 // touch is a pack read by range, and the offset of the chunk read.
@@ -70,6 +74,7 @@ type cachedPack struct {
 	served  map[int64]bool // offsets of the chunks served, from data or by range before it
 	chunks  int            // in the pack, from its trailer; 0 if unknown
 	dropped bool           // out of the cache; data goes back to free with the last reader
+	held    bool           // dropped while readers held data: counted in packCache.held
 }
 
 // newPackCache returns an empty packCache that reads packs into buffers
@@ -169,7 +174,20 @@ func (c *packCache) drop(p *cachedPack) {
 	}
 	delete(c.packs, p.key)
 	p.dropped = true
+	if p.refs > 0 && p.data != nil {
+		p.held = true
+		c.held += int64(cap(p.data))
+	}
 	c.recycle(p)
+}
+
+// mayLend reports whether a chunk may be lent from a pack's buffer rather
+// than copied: while the packs dropped but still held by lent chunks take
+// less than the cache itself.
+func (c *packCache) mayLend() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held < c.max
 }
 
 // release ends a reader's hold of p's data.
@@ -185,6 +203,10 @@ func (c *packCache) release(p *cachedPack) {
 func (c *packCache) recycle(p *cachedPack) {
 	if !p.dropped || p.refs > 0 || p.data == nil {
 		return
+	}
+	if p.held {
+		p.held = false
+		c.held -= int64(cap(p.data))
 	}
 	c.bufs.put(p.data)
 	p.data = nil

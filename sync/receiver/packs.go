@@ -287,6 +287,13 @@ func (r *Receiver) chunkData(ctx context.Context, f *folder, loc db.SealedChunk,
 				release()
 				return nil, nil
 			}
+			if !r.packs.mayLend() {
+				// Evicted packs held by chunks in flight already take
+				// as much as the cache: a copy.
+				cp := append(protocol.Buffer(len(data)), data...)
+				release()
+				return cp, nil
+			}
 			protocol.Lend(data, release)
 			return data, nil
 		}

@@ -382,9 +382,14 @@ func TestPackCacheLends(t *testing.T) {
 		releases = append(releases, release)
 	}
 	// Every chunk served: the pack left the cache, its buffer (a pack of
-	// over half its size keeps it) still lent.
+	// over half its size keeps it) still lent, and counted as held: with
+	// as much held as the cache takes, chunks are copied, not lent.
 	if len(bufs.free) != 0 {
 		t.Fatal("the pack's buffer was free while chunks of it were lent")
+	}
+	c.max = packBufSize
+	if c.mayLend() {
+		t.Fatalf("lending with %d bytes of dropped packs held, the cache's %d", c.held, c.max)
 	}
 	releases[0]()
 	releases[0]()
@@ -394,6 +399,9 @@ func TestPackCacheLends(t *testing.T) {
 	releases[1]()
 	if len(bufs.free) != 1 {
 		t.Fatalf("%d buffers free once every chunk came back, want 1", len(bufs.free))
+	}
+	if !c.mayLend() || c.held != 0 {
+		t.Fatalf("not lending once every chunk came back (%d bytes held)", c.held)
 	}
 	// Asked again, a chunk is read from the store: nothing lent.
 	if _, release, err := c.borrow(ctx, store, "p/a", entries[1].Offset, entries[1].Length); err != nil || release != nil {

@@ -105,7 +105,7 @@ func (w *Watcher) Serve(ctx context.Context) error {
 	w.watched = make(map[string]bool)
 	q := w.q
 	var wg sync.WaitGroup
-	wg.Go(func() { q.pump(fw) })
+	wg.Go(func() { q.pump(fw, w.root) })
 	defer wg.Wait()  // the pump ends when fw's channels close
 	defer fw.Close() // runs first
 
@@ -282,8 +282,9 @@ func newEventQueue() *eventQueue {
 	return &eventQueue{signal: make(chan struct{}, 1)}
 }
 
-// pump queues everything from fw until fw is closed.
-func (q *eventQueue) pump(fw *fsnotify.Watcher) {
+// pump queues everything from fw until fw is closed, but the events of
+// temp files under root.
+func (q *eventQueue) pump(fw *fsnotify.Watcher, root string) {
 	evs, errs := fw.Events, fw.Errors
 	for evs != nil || errs != nil {
 		select {
@@ -294,7 +295,7 @@ func (q *eventQueue) pump(fw *fsnotify.Watcher) {
 			}
 			// Most events of a pull are of its temp files (created,
 			// written, chmodded, renamed away): dropped here, unqueued.
-			if fsys.IsTemp(filepath.Base(ev.Name)) {
+			if ev.Name != root && fsys.IsTemp(filepath.Base(ev.Name)) {
 				continue
 			}
 			q.push(&ev, nil)
