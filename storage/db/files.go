@@ -214,8 +214,8 @@ func (db *DB) FilesSince(ctx context.Context, folderID, deviceID string, after i
 // ordered by (sequence, rowid) that come after (seq, rowid). The partial
 // index files_sequence holds exactly the order of this node's records (an
 // index ends with the rowid), so each page is a range scan, not a sort.
-// It names device '' itself: the planner takes a partial index only for a
-// query whose terms imply its own.
+// It names this node's device ID itself: the planner takes a partial
+// index only for a query whose terms imply its own.
 const (
 	localPageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
 		" WHERE folder_id = ? AND device_id = '' AND (sequence, rowid) > (?, ?)" +
