@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -192,22 +193,12 @@ func (db *DB) FilesSince(ctx context.Context, folderID, deviceID string, after i
 	if deviceID != LocalDevice {
 		query, args = peerPageQuery, []any{folderID, deviceID}
 	}
-	seq, rowid := after, int64(math.MaxInt64)
-	for {
-		page, lastRowid, err := db.filePage(ctx, query, append(args, seq, rowid, filePage)...)
-		if err != nil {
-			return fmt.Errorf("listing files of device %q in folder %q: %w", deviceID, folderID, err)
+	return db.eachPage(ctx, folderID, deviceID, query, func(last *FileRecord, rowid int64) []any {
+		if last == nil {
+			return slices.Concat(args, []any{after, int64(math.MaxInt64), filePage})
 		}
-		for _, r := range page {
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-		if len(page) < filePage {
-			return nil
-		}
-		seq, rowid = page[len(page)-1].Sequence, lastRowid
-	}
+		return slices.Concat(args, []any{last.Sequence, rowid, filePage})
+	}, fn)
 }
 
 // localPageQuery and peerPageQuery select a page of FilesSince: records
@@ -223,10 +214,54 @@ const (
 	peerPageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
 		" WHERE folder_id = ? AND device_id = ? AND (sequence, rowid) > (?, ?)" +
 		" ORDER BY sequence, rowid LIMIT ?"
+	// namePageQuery selects a page of Files, along the primary key.
+	namePageQuery = "SELECT " + fileColumns + ", rowid FROM files" +
+		" WHERE folder_id = ? AND device_id = ? AND name > ? ORDER BY name LIMIT ?"
 )
 
-// filePage runs query, one of FilesSince's, and returns the records and
-// the rowid of the last one.
+// Files calls fn for each of deviceID's records in the folder, in name
+// order, read in pages along the primary key, as FilesSince reads them.
+// If fn returns an error, the iteration stops and Files returns it
+// unwrapped.
+func (db *DB) Files(ctx context.Context, folderID, deviceID string, fn func(FileRecord) error) error {
+	return db.eachPage(ctx, folderID, deviceID, namePageQuery, func(last *FileRecord, _ int64) []any {
+		after := ""
+		if last != nil {
+			after = last.Name
+		}
+		return []any{folderID, deviceID, after, filePage}
+	}, fn)
+}
+
+// eachPage reads query's records of deviceID in the folder a page of
+// filePage at a time, the first page's arguments args(nil, 0), each next
+// page's args of the last record of the page before and its rowid, and
+// calls fn for each record between pages, so that no statement is open
+// while fn runs. An error of fn comes back unwrapped.
+func (db *DB) eachPage(ctx context.Context, folderID, deviceID, query string, args func(last *FileRecord, rowid int64) []any, fn func(FileRecord) error) error {
+	var (
+		last  *FileRecord
+		rowid int64
+	)
+	for {
+		page, lastRowid, err := db.filePage(ctx, query, args(last, rowid)...)
+		if err != nil {
+			return fmt.Errorf("listing files of device %q in folder %q: %w", deviceID, folderID, err)
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < filePage {
+			return nil
+		}
+		last, rowid = &page[len(page)-1], lastRowid
+	}
+}
+
+// filePage runs query, which selects fileColumns and the rowid, and
+// returns the records and the rowid of the last one.
 func (db *DB) filePage(ctx context.Context, query string, args ...any) ([]FileRecord, int64, error) {
 	rows, err := db.sql.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -245,45 +280,6 @@ func (db *DB) filePage(ctx context.Context, query string, args ...any) ([]FileRe
 		page = append(page, r)
 	}
 	return page, last, rows.Err()
-}
-
-// Files calls fn for each of deviceID's records in the folder, in name
-// order, read in pages along the primary key, as FilesSince reads them.
-// If fn returns an error, the iteration stops and Files returns it
-// unwrapped.
-func (db *DB) Files(ctx context.Context, folderID, deviceID string, fn func(FileRecord) error) error {
-	after := ""
-	for {
-		var page []FileRecord
-		rows, err := db.sql.QueryContext(ctx, "SELECT "+fileColumns+" FROM files"+
-			" WHERE folder_id = ? AND device_id = ? AND name > ? ORDER BY name LIMIT ?",
-			folderID, deviceID, after, filePage)
-		if err == nil {
-			for rows.Next() {
-				var r FileRecord
-				if r, err = scanFile(rows); err != nil {
-					break
-				}
-				page = append(page, r)
-			}
-			if err == nil {
-				err = rows.Err()
-			}
-			rows.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("listing files of device %q in folder %q: %w", deviceID, folderID, err)
-		}
-		for _, r := range page {
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-		if len(page) < filePage {
-			return nil
-		}
-		after = page[len(page)-1].Name
-	}
 }
 
 // MaxSequence returns the highest Sequence among deviceID's records in the
