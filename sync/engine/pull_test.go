@@ -412,18 +412,10 @@ func TestPullReusesLocalBlocks(t *testing.T) {
 	if _, err := rand.NewChaCha8([32]byte{'u'}).Read(data); err != nil {
 		t.Fatal(err)
 	}
-	blocks := func(data []byte) []index.Block {
-		var bs []index.Block
-		for off := 0; off < len(data); off += chunk.MinSize {
-			b := data[off : off+chunk.MinSize]
-			bs = append(bs, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
-		}
-		return bs
-	}
 	if err := os.WriteFile(filepath.Join(dir, "old.bin"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	old := index.Record{Name: "old.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: blocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
+	old := index.Record{Name: "old.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: minSizeBlocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
 	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{old}); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +428,7 @@ func TestPullReusesLocalBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := peerFile(peer, "new.bin", index.File, 2)
-	moved.Size, moved.Blocks = int64(len(data)), blocks(data)
+	moved.Size, moved.Blocks = int64(len(data)), minSizeBlocks(data)
 	announce(t, f, peer, moved)
 	if retry := f.runPull(context.Background()); retry {
 		t.Fatal("the pull failed though a local file held every block")
@@ -464,18 +456,10 @@ func TestJoinedFileReusesItsOwnBlocks(t *testing.T) {
 	if _, err := rand.NewChaCha8([32]byte{'j'}).Read(data); err != nil {
 		t.Fatal(err)
 	}
-	blocks := func(data []byte) []index.Block {
-		var bs []index.Block
-		for off := 0; off < len(data); off += chunk.MinSize {
-			b := data[off:min(off+chunk.MinSize, len(data))]
-			bs = append(bs, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
-		}
-		return bs
-	}
 	if err := os.WriteFile(filepath.Join(dir, "big.bin"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	old := index.Record{Name: "big.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: blocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
+	old := index.Record{Name: "big.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: minSizeBlocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
 	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{old}); err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +467,7 @@ func TestJoinedFileReusesItsOwnBlocks(t *testing.T) {
 	cut := data[:2*chunk.MinSize]
 	edited := peerFile(peer, "big.bin", index.File, 2)
 	edited.Version = index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}, {ID: peer.Short(), Value: 2}}
-	edited.Size, edited.Mode, edited.Blocks = int64(len(cut)), 0o644, blocks(cut)
+	edited.Size, edited.Mode, edited.Blocks = int64(len(cut)), 0o644, minSizeBlocks(cut)
 	// No sources mapped, as for a file that joined the pull; no peer is
 	// connected to fetch from.
 	mem := semaphore.NewWeighted(maxBytesInAir)
@@ -532,4 +516,14 @@ func TestPullMakesMissingParents(t *testing.T) {
 	if _, err := f.pullOne(context.Background(), &under, blockSources{}, mem); !errors.Is(err, syscall.ENOTDIR) {
 		t.Fatalf("pulling under a file: %v, want ENOTDIR", err)
 	}
+}
+
+// minSizeBlocks cuts data into blocks of chunk.MinSize, the last shorter.
+func minSizeBlocks(data []byte) []index.Block {
+	var bs []index.Block
+	for off := 0; off < len(data); off += chunk.MinSize {
+		b := data[off:min(off+chunk.MinSize, len(data))]
+		bs = append(bs, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
+	}
+	return bs
 }

@@ -144,12 +144,45 @@ func TestResponseHead(t *testing.T) {
 	}
 }
 
-// releasingModel answers requests from buffers of its own and scribbles
-// over each once it is released, as a pool reusing it would.
+// releasingModel answers requests from buffers of its own, each filled
+// with the request's offset as a byte, and scribbles over each once it is
+// released, as a pool reusing it would.
 type releasingModel struct {
 	*recordingModel
 	mu       sync.Mutex
+	answered []*byte
 	released map[*byte]int
+}
+
+func newReleasingModel() *releasingModel {
+	m := &releasingModel{recordingModel: newRecordingModel(), released: map[*byte]int{}}
+	m.answer = func(_ context.Context, req *Request) ([]byte, error) {
+		data := bytes.Repeat([]byte{byte(req.GetOffset())}, int(req.GetSize()))
+		m.mu.Lock()
+		m.answered = append(m.answered, unsafe.SliceData(data))
+		m.mu.Unlock()
+		return data, nil
+	}
+	return m
+}
+
+// counts returns how many answers were made and how many released.
+func (m *releasingModel) counts() (answered, released int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.answered), len(m.released)
+}
+
+// releasedOnce fails t for every answer not released exactly once.
+func (m *releasingModel) releasedOnce(t *testing.T) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, p := range m.answered {
+		if m.released[p] != 1 {
+			t.Errorf("answer %d was released %d times, want once", i, m.released[p])
+		}
+	}
 }
 
 func (m *releasingModel) Release(data []byte) {
@@ -167,16 +200,7 @@ func (m *releasingModel) Release(data []byte) {
 func TestConnLargeResponseReleasedAfterWrite(t *testing.T) {
 	ca, cb := net.Pipe()
 	a := serve(t, DeviceID{'b'}, ca, newRecordingModel(), Options{})
-	m := &releasingModel{recordingModel: newRecordingModel(), released: map[*byte]int{}}
-	var mu sync.Mutex
-	var answered []*byte
-	m.answer = func(_ context.Context, req *Request) ([]byte, error) {
-		data := bytes.Repeat([]byte{byte(req.GetOffset())}, int(req.GetSize()))
-		mu.Lock()
-		answered = append(answered, unsafe.SliceData(data))
-		mu.Unlock()
-		return data, nil
-	}
+	m := newReleasingModel()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &served{conn: NewConn(DeviceID{'a'}, cb, m, Options{}), model: m.recordingModel, cancel: cancel, errc: make(chan error, 1)}
 	go func() { b.errc <- b.conn.Serve(ctx) }()
@@ -202,17 +226,10 @@ func TestConnLargeResponseReleasedAfterWrite(t *testing.T) {
 	wg.Wait()
 	// The last release may come just after its answer arrived.
 	testutil.Eventually(t, 5*time.Second, "every answered buffer to be released", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return len(m.released) == len(answered)
+		answered, released := m.counts()
+		return released == answered
 	})
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, p := range answered {
-		if m.released[p] != 1 {
-			t.Errorf("a buffer was released %d times, want once", m.released[p])
-		}
-	}
+	m.releasedOnce(t)
 }
 
 // TestConnEndReleasesUnsent: answers still queued, or being written, when
@@ -220,16 +237,7 @@ func TestConnLargeResponseReleasedAfterWrite(t *testing.T) {
 // model lends for an answer is only freed by its release.
 func TestConnEndReleasesUnsent(t *testing.T) {
 	ca, cb := net.Pipe()
-	m := &releasingModel{recordingModel: newRecordingModel(), released: map[*byte]int{}}
-	var mu sync.Mutex
-	var answered []*byte
-	m.answer = func(_ context.Context, req *Request) ([]byte, error) {
-		data := bytes.Repeat([]byte{1}, int(req.GetSize()))
-		mu.Lock()
-		answered = append(answered, unsafe.SliceData(data))
-		mu.Unlock()
-		return data, nil
-	}
+	m := newReleasingModel()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{conn: NewConn(DeviceID{'r'}, ca, m, Options{}), model: m.recordingModel, cancel: cancel, errc: make(chan error, 1)}
 	go func() { s.errc <- s.conn.Serve(ctx) }()
@@ -246,20 +254,11 @@ func TestConnEndReleasesUnsent(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 5*time.Second, "every request answered", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(answered) == asked
+		answered, _ := m.counts()
+		return answered == asked
 	})
 	cancel()
 	s.wait(t)
 	cb.Close()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	mu.Lock()
-	defer mu.Unlock()
-	for i, p := range answered {
-		if m.released[p] != 1 {
-			t.Errorf("answer %d was released %d times, want once", i, m.released[p])
-		}
-	}
+	m.releasedOnce(t)
 }

@@ -305,18 +305,8 @@ func TestPackCacheConcurrent(t *testing.T) {
 // waiting for the least recently used to go; a chunk asked for again is
 // read from the store.
 func TestPackCacheDropsServedPacks(t *testing.T) {
-	ctx := context.Background()
 	store := &countingStore{Store: mem.New()}
-	var b pack.Builder
-	var entries []pack.Entry
-	for i := range 3 {
-		id := bytes.Repeat([]byte{byte(i + 1)}, pack.IDSize)
-		entries = append(entries, b.Add(id, bytes.Repeat([]byte{byte('a' + i)}, 1000)))
-	}
-	data := b.Finish()
-	if err := store.Put(ctx, "p/a", bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
+	data, entries := putPack(t, store, "p/a", 3, 1000)
 	c := newPackCache(newPackBuffers())
 	read := func(e pack.Entry) {
 		t.Helper()
@@ -355,16 +345,7 @@ func TestPackCacheDropsServedPacks(t *testing.T) {
 func TestPackCacheLends(t *testing.T) {
 	ctx := context.Background()
 	store := &countingStore{Store: mem.New()}
-	var b pack.Builder
-	var entries []pack.Entry
-	for i := range 3 {
-		id := bytes.Repeat([]byte{byte(i + 1)}, pack.IDSize)
-		entries = append(entries, b.Add(id, bytes.Repeat([]byte{byte('a' + i)}, packBufSize/5)))
-	}
-	data := b.Finish()
-	if err := store.Put(ctx, "p/a", bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
+	data, entries := putPack(t, store, "p/a", 3, packBufSize/5)
 	bufs := newPackBuffers()
 	c := newPackCache(bufs)
 	if _, err := readVia(c, store, "p/a", entries[0].Offset, entries[0].Length); err != nil { // by range
@@ -407,4 +388,21 @@ func TestPackCacheLends(t *testing.T) {
 	if _, release, err := c.borrow(ctx, store, "p/a", entries[1].Offset, entries[1].Length); err != nil || release != nil {
 		t.Fatalf("a chunk served before: lent %v, %v", release != nil, err)
 	}
+}
+
+// putPack stores at key a pack of n chunks of size bytes each, and returns
+// it and its entries.
+func putPack(t *testing.T, store blob.Store, key string, n, size int) ([]byte, []pack.Entry) {
+	t.Helper()
+	var b pack.Builder
+	var entries []pack.Entry
+	for i := range n {
+		id := bytes.Repeat([]byte{byte(i + 1)}, pack.IDSize)
+		entries = append(entries, b.Add(id, bytes.Repeat([]byte{byte('a' + i)}, size)))
+	}
+	data := b.Finish()
+	if err := store.Put(context.Background(), key, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	return data, entries
 }
