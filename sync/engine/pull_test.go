@@ -408,17 +408,8 @@ func TestPullReusesLocalBlocks(t *testing.T) {
 	peer := crypt.DeviceID{1}
 	f := idleFolder(t)
 	dir := f.config().Path
-	data := make([]byte, 2*chunk.MinSize)
-	if _, err := rand.NewChaCha8([32]byte{'u'}).Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "old.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old := index.Record{Name: "old.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: minSizeBlocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
-	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{old}); err != nil {
-		t.Fatal(err)
-	}
+	data := randomData(t, 'u', 2*chunk.MinSize)
+	putLocalFile(t, f, "old.bin", data)
 	// Many unrelated local files: the pull maps only the hashes it needs.
 	var others []index.Record
 	for i := range 200 {
@@ -452,17 +443,8 @@ func TestJoinedFileReusesItsOwnBlocks(t *testing.T) {
 	peer := crypt.DeviceID{1}
 	f := idleFolder(t)
 	dir := f.config().Path
-	data := make([]byte, 3*chunk.MinSize)
-	if _, err := rand.NewChaCha8([32]byte{'j'}).Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "big.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old := index.Record{Name: "big.bin", Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: minSizeBlocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
-	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{old}); err != nil {
-		t.Fatal(err)
-	}
+	data := randomData(t, 'j', 3*chunk.MinSize)
+	putLocalFile(t, f, "big.bin", data)
 	// The peer dropped the last block: every block left is held locally.
 	cut := data[:2*chunk.MinSize]
 	edited := peerFile(peer, "big.bin", index.File, 2)
@@ -526,4 +508,27 @@ func minSizeBlocks(data []byte) []index.Block {
 		bs = append(bs, index.Block{Offset: int64(off), Size: uint32(len(b)), Hash: chunk.HashOf(b)})
 	}
 	return bs
+}
+
+// randomData is n pseudo-random bytes from seed.
+func randomData(t *testing.T, seed byte, n int) []byte {
+	t.Helper()
+	data := make([]byte, n)
+	if _, err := rand.NewChaCha8([32]byte{seed}).Read(data); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// putLocalFile writes data as f's file name and records it as scanned, in
+// blocks of chunk.MinSize.
+func putLocalFile(t *testing.T, f *folder, name string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.config().Path, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := index.Record{Name: name, Type: index.File, Size: int64(len(data)), Mode: 0o644, Blocks: minSizeBlocks(data), Version: index.Vector{{ID: crypt.DeviceID{9}.Short(), Value: 1}}}
+	if _, err := f.set.UpdateLocal(context.Background(), []index.Record{r}); err != nil {
+		t.Fatal(err)
+	}
 }
