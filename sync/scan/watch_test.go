@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"lockstep/sync/fsys"
 	"lockstep/test/testutil"
 )
 
@@ -289,4 +290,19 @@ func TestWatcherBuiltinIgnored(t *testing.T) {
 			t.Errorf("reported %q", p)
 		}
 	}
+}
+
+// TestWatcherRootNamedLikeTemp: a folder whose own name looks like a temp
+// file's still has the events of its root reported (they are dropped only
+// for the temp files in it).
+func TestWatcherRootNamedLikeTemp(t *testing.T) {
+	root := filepath.Join(t.TempDir(), fsys.TempPrefix+"root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wt := startWatcher(t, root, nil, nil)
+	if err := os.Chmod(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wt.waitFor("")
 }
