@@ -262,3 +262,23 @@ func TestConnEndReleasesUnsent(t *testing.T) {
 	cb.Close()
 	m.releasedOnce(t)
 }
+
+// TestLendRecycle: recycling lent data gives it back to its owner, once,
+// rather than pooling it; data no one lent goes to the pool.
+func TestLendRecycle(t *testing.T) {
+	whole := make([]byte, 8<<10)
+	part := whole[1024:3072:3072]
+	gave := 0
+	Lend(part, func() { gave++ })
+	Recycle(make([]byte, 1024)) // not lent: pooled
+	if gave != 0 {
+		t.Fatal("recycling data that was not lent gave back lent data")
+	}
+	Recycle(part)
+	if gave != 1 {
+		t.Fatalf("lent data recycled: given back %d times, want once", gave)
+	}
+	if _, ok := lent.Load(unsafe.SliceData(part)); ok {
+		t.Fatal("lent data still registered after it was given back")
+	}
+}
