@@ -64,7 +64,8 @@ func startDebug() (stop func(), err error) {
 // heapDumps writes the heap in use to DIR/heap-PID-N-SIZE.pprof whenever
 // the process's peak resident memory outside scrypt rises (looked at
 // every 100 ms), and the Go runtime's figures to DIR/heap-PID.txt,
-// for finding what a peak is made of. It returns a function that stops.
+// and the kernel's map of the process to DIR/heap-PID-N.smaps, for
+// finding what a peak is made of. It returns a function that stops.
 func heapDumps(dir string) func() {
 	runtime.MemProfileRate = 64 << 10
 	done := make(chan struct{})
@@ -96,6 +97,11 @@ func heapDumps(dir string) func() {
 			}
 			pprof.Lookup("heap").WriteTo(f, 0)
 			f.Close()
+			// What lies outside Go's heap (the binary's pages, C's heap
+			// for SQLite) shows only in the kernel's map of the process.
+			if smaps, err := os.ReadFile("/proc/self/smaps"); err == nil {
+				_ = os.WriteFile(fmt.Sprintf("%s/heap-%d-%03d.smaps", dir, os.Getpid(), n.Load()), smaps, 0o600)
+			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			fmt.Fprintf(log, "heapdump %d rss=%dMiB heapinuse=%dMiB heapidle-unreleased=%dMiB stacks=%dMiB gosys=%dMiB nextgc=%dMiB\n", os.Getpid(), rss>>20, ms.HeapInuse>>20, (ms.HeapIdle-ms.HeapReleased)>>20, ms.StackSys>>20, ms.Sys>>20, ms.NextGC>>20)
