@@ -33,7 +33,10 @@ const (
 	// where every chunk is packed: a PUT of 4 MiB to versitygw on the
 	// development VM took 350 MB/s with four or more at once, against
 	// 200 MB/s for chunk-sized objects (370 KiB) and 255 MB/s for 16 MiB.
-	remotePackTarget = 4 << 20
+	// Packs of 2 MiB made as many requests again, in the same time, and
+	// halved the memory a receiver holds in packs (packCache): serving a
+	// recovery, it peaked at 92-97 MiB, against 101-113 with 4 MiB.
+	remotePackTarget = 2 << 20
 	// remotePackBelow is the pack threshold on a remote store: chunks of
 	// 1 MiB and more (up to crypt.MaxChunkSize, 8 MiB) are objects big
 	// enough on their own, and a pack stays within a buffer of
@@ -43,7 +46,7 @@ const (
 	// at once, and so the memory they hold: 4 MiB PUTs to versitygw took
 	// 233 MB/s one at a time, 329 MB/s four at a time, 350 MB/s sixteen at
 	// a time. (Bounding only the writes let up to a pack per fetch in
-	// flight wait: 516 MB peak RSS.) Four hold 24 MiB.
+	// flight wait: 516 MB peak RSS.) Four hold 13 MiB.
 	packUploads = 4
 )
 
@@ -62,9 +65,11 @@ func (r *Receiver) SetRemoteStore() {
 
 // packBufSize is the size of the buffers of a remote store's packs (and
 // packCache's): a pack of remotePackTarget with its last chunk (shorter
-// than remotePackBelow) and its trailer fits. Fresh 4 MiB buffers, cleared and faulted in, cost an
-// ingest of 1 GiB 1.1 s of CPU and a recovery 2.5 s.
-const packBufSize = remotePackTarget + 2<<20
+// than remotePackBelow) and the trailer of a pack of small files fits
+// (44 bytes an entry; a pack of chunks under 600 bytes outgrows its
+// buffer, which is then a slice of its own). Fresh buffers, cleared and
+// faulted in, cost an ingest of 1 GiB 1.1 s of CPU and a recovery 2.5 s.
+const packBufSize = remotePackTarget + remotePackBelow + 256<<10
 
 // packBuffers keeps buffers of packBufSize for reuse, a few: the ingest's
 // packs being written and the packs packCache reads. Safe for concurrent
