@@ -26,23 +26,47 @@ import (
 func (f *folder) finish(ctx context.Context, in <-chan done, fail func(*index.Record, error)) {
 	batch := make([]done, 0, finisherBatch)
 	for d := range in {
-		batch = append(batch[:0], d)
-	drain:
-		for len(batch) < finisherBatch {
-			select {
-			case d, ok := <-in:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, d)
-			default:
-				break drain
-			}
-		}
+		batch = gather(in, append(batch[:0], d), finisherGather)
 		if recs := f.place(batch, fail); len(recs) > 0 {
 			f.record(ctx, recs)
 		}
 	}
+}
+
+// gather adds to batch what in holds, then what it brings within window,
+// up to finisherBatch items; it returns early when in is closed, so the
+// last items of a pull (a single edit's one) never wait. Each batch costs
+// two barriers, a transaction here and one on every peer told of it:
+// taking only what was queued at once made batches of about a dozen
+// items at 100,000 small files, 8,000 of them.
+func gather(in <-chan done, batch []done, window time.Duration) []done {
+	var timeout <-chan time.Time
+	for len(batch) < finisherBatch {
+		select {
+		case d, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+			continue
+		default:
+		}
+		if timeout == nil {
+			t := time.NewTimer(window)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case d, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+		case <-timeout:
+			return batch
+		}
+	}
+	return batch
 }
 
 // place makes the batch's data durable and renames each item into place;

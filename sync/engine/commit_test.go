@@ -283,3 +283,44 @@ func TestScanFailureShownAtOnce(t *testing.T) {
 		t.Fatalf("states after the failing scan: %v, want scanning then error", states)
 	}
 }
+
+// A batch takes in items that arrive within the window, not only those
+// queued at once, and a closed channel ends it at once: the last items
+// of a pull (a single edit's one) are placed without waiting.
+func TestGatherBatches(t *testing.T) {
+	in := make(chan done)
+	go func() {
+		for range 40 {
+			in <- done{}
+			time.Sleep(time.Millisecond)
+		}
+		close(in)
+	}()
+	// Items come a millisecond apart: the window holds them all
+	// (taking only what was queued made batches of one).
+	start := time.Now()
+	batch := gather(in, []done{<-in}, time.Minute)
+	if len(batch) != 40 {
+		t.Fatalf("batch of %d items, want all 40 that came within the window", len(batch))
+	}
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Fatalf("the closed channel kept the batch waiting %v", waited)
+	}
+
+	// Nothing arrives: the window ends the batch.
+	idle := make(chan done)
+	batch = gather(idle, []done{{}}, 10*time.Millisecond)
+	if len(batch) != 1 {
+		t.Fatalf("batch of %d items, want 1", len(batch))
+	}
+
+	// A full batch returns at once.
+	full := make(chan done, finisherBatch+10)
+	for range finisherBatch + 10 {
+		full <- done{}
+	}
+	batch = gather(full, nil, time.Minute)
+	if len(batch) != finisherBatch {
+		t.Fatalf("batch of %d items, want %d", len(batch), finisherBatch)
+	}
+}

@@ -25,9 +25,12 @@ import (
 
 // Pull tuning: blocks in flight per file, and bytes in flight in all.
 const (
-	blocksPerFile  = 8
-	maxBytesInAir  = 48 << 20
-	finisherBatch  = 512
+	blocksPerFile = 8
+	maxBytesInAir = 48 << 20
+	finisherBatch = 512
+	// finisherGather is how long a batch of pulled items waits for more
+	// to join it (gather).
+	finisherGather = 25 * time.Millisecond
 	massDeleteMinF = 4 // below this many local files the guard stays quiet
 
 	// Files at least this large start their writeback block by block;
