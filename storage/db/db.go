@@ -76,9 +76,6 @@ type DB struct {
 	sql   *sql.DB
 	lock  *fileLock
 	write chan struct{} // a one-slot semaphore held by the running writer
-	// putFile is putFileSQL, prepared once for the database and on each
-	// connection at its first use there.
-	putFile func() (*sql.Stmt, error)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,9 +138,6 @@ func openWith(ctx context.Context, path string, fsys fs.FS) (_ *DB, err error) {
 	if err := db.migrate(ctx, migs); err != nil {
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
-	db.putFile = sync.OnceValues(func() (*sql.Stmt, error) {
-		return sqlDB.PrepareContext(context.Background(), putFileSQL)
-	})
 	return db, nil
 }
 
@@ -177,9 +171,6 @@ func (db *DB) checkJournal(ctx context.Context) error {
 // db first. Further calls do nothing and return the first call's result.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		if stmt, err := db.putFile(); err == nil {
-			stmt.Close()
-		}
 		db.closeErr = db.sql.Close()
 		if err := db.lock.release(); db.closeErr == nil {
 			db.closeErr = err
