@@ -22,18 +22,23 @@ func benchRecords(n int) []FileRecord {
 
 // BenchmarkPutFiles10k inserts 10,000 new file records of this node in
 // one transaction per iteration.
-func BenchmarkPutFiles10k(b *testing.B) { benchPutFiles(b, LocalDevice) }
+func BenchmarkPutFiles10k(b *testing.B) { benchPutFiles(b, LocalDevice, 10_000) }
 
 // BenchmarkPutPeerFiles10k is BenchmarkPutFiles10k for a peer's records,
 // which the sequence index leaves out.
 func BenchmarkPutPeerFiles10k(b *testing.B) {
-	benchPutFiles(b, "7777777-7777777-7777777-7777777-7777777-7777777-7777777-7777777")
+	benchPutFiles(b, "7777777-7777777-7777777-7777777-7777777-7777777-7777777-7777777", 10_000)
 }
 
-// benchPutFiles inserts 10,000 new records of device in one transaction
-// per iteration, into a fresh folder each time, with a context that can
-// end, as a node's are.
-func benchPutFiles(b *testing.B, device string) {
+// BenchmarkPutFilesBatches inserts 10,000 records of this node 50 at a
+// time, as a pull records what it placed and a peer's index updates
+// arrive: each transaction's fixed costs count.
+func BenchmarkPutFilesBatches(b *testing.B) { benchPutFiles(b, LocalDevice, 50) }
+
+// benchPutFiles inserts 10,000 new records of device, batch in each
+// transaction, into a fresh folder each iteration, with a context that
+// can end, as a node's are.
+func benchPutFiles(b *testing.B, device string, batch int) {
 	const n = 10_000
 	db, _ := openTest(b)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -45,28 +50,8 @@ func benchPutFiles(b *testing.B, device string) {
 		folder := fmt.Sprintf("f%d", i)
 		must(b, db.PutFolder(ctx, Folder{ID: folder, Path: "/f", Type: SendReceive}))
 		b.StartTimer()
-		must(b, db.PutFiles(ctx, folder, device, recs))
-	}
-	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
-}
-
-// BenchmarkPutFilesBatches inserts 10,000 records of this node 50 at a
-// time, as a pull records what it placed and a peer's index updates
-// arrive: each transaction's fixed costs count.
-func BenchmarkPutFilesBatches(b *testing.B) {
-	const n, batch = 10_000, 50
-	db, _ := openTest(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	recs := benchRecords(n)
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
-		folder := fmt.Sprintf("f%d", i)
-		must(b, db.PutFolder(ctx, Folder{ID: folder, Path: "/f", Type: SendReceive}))
-		b.StartTimer()
 		for j := 0; j < n; j += batch {
-			must(b, db.PutFiles(ctx, folder, LocalDevice, recs[j:j+batch]))
+			must(b, db.PutFiles(ctx, folder, device, recs[j:min(j+batch, n)]))
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
