@@ -183,12 +183,10 @@ func (db *DB) Close() error {
 // Writers are serialised; waiting for the turn honours ctx. Constraint
 // violations reported by SQLite are wrapped in ErrConstraint.
 func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	select {
-	case db.write <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := db.writeTurn(ctx); err != nil {
+		return err
 	}
-	defer func() { <-db.write }()
+	defer db.endWrite()
 
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
@@ -208,6 +206,20 @@ func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 	}
 	return nil
 }
+
+// writeTurn waits until no other write transaction runs, or ctx ends;
+// the writer calls endWrite once its transaction is over.
+func (db *DB) writeTurn(ctx context.Context) error {
+	select {
+	case db.write <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// endWrite ends the turn writeTurn gave.
+func (db *DB) endWrite() { <-db.write }
 
 // constraintError adds ErrConstraint to err when SQLite refused a write for
 // breaking a rule of the schema.

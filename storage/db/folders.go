@@ -163,12 +163,15 @@ func (db *DB) ShareFolder(ctx context.Context, folderID, deviceID string) error 
 // not. table is one of this package's constants, never user input.
 func exists(ctx context.Context, tx *sql.Tx, table, id string) error {
 	var one int
-	err := tx.QueryRowContext(ctx, "SELECT 1 FROM "+table+" WHERE id = ?", id).Scan(&one)
+	err := tx.QueryRowContext(ctx, existsQuery(table), id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrNotFound
 	}
 	return err
 }
+
+// existsQuery selects 1 if table holds the row of an id.
+func existsQuery(table string) string { return "SELECT 1 FROM " + table + " WHERE id = ?" }
 
 // UnshareFolder stops sharing the folder with the device, or returns
 // ErrNotFound if it was not shared with it.

@@ -32,7 +32,7 @@ func (r *rawConn) exec(ctx context.Context, query string, args ...any) error {
 // exists is the package's exists for a rawConn: ErrNotFound if table holds
 // no row of id.
 func (r *rawConn) exists(ctx context.Context, table, id string) error {
-	rows, err := r.c.QueryContext(ctx, "SELECT 1 FROM "+table+" WHERE id = ?", []driver.NamedValue{{Ordinal: 1, Value: id}})
+	rows, err := r.c.QueryContext(ctx, existsQuery(table), []driver.NamedValue{{Ordinal: 1, Value: id}})
 	if err != nil {
 		return err
 	}
@@ -49,12 +49,10 @@ func (r *rawConn) exists(ctx context.Context, table, id string) error {
 // Writers are serialised with update's. fn gets a context that does not
 // end (see update); ctx ending still rolls the transaction back.
 func (db *DB) updateRaw(ctx context.Context, fn func(ctx context.Context, r *rawConn) error) error {
-	select {
-	case db.write <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := db.writeTurn(ctx); err != nil {
+		return err
 	}
-	defer func() { <-db.write }()
+	defer db.endWrite()
 
 	conn, err := db.sql.Conn(ctx)
 	if err != nil {
