@@ -23,7 +23,7 @@
 //     most about 16 MiB each), and its row names the pack and its offset;
 //     a longer one is a blob of its own. On a remote store
 //     (SetRemoteStore: S3, where every object costs a request) the
-//     threshold is 1 MiB and packs are about 4 MiB, at most a few filled
+//     threshold is 1 MiB and packs are about 2 MiB, at most a few filled
 //     or written at once; chunks are served from packs read whole, and a
 //     pack's bytes never change under its key. A pack describes itself (its
 //     trailer), so Rebuild and the tail replay need no database. A pack no
